@@ -1,0 +1,269 @@
+"""Readers for single inventory values: each checks one loaded-YAML value and returns it typed.
+
+They know nothing of the inventory's shape (inventory.py does); they only know how to say
+what is wrong with a value at a key path, so that every mistake in the YAML surfaces as one
+InventoryError and never as a TypeError from deep inside the program.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections.abc import Callable, Mapping
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network, ip_address
+from typing import TypeVar
+
+T = TypeVar("T")
+Reader = Callable[[object, str], T]
+
+ROOT = "<root>"
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DNS_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_IFNAME_RE = re.compile(r"[^\s/:]{1,15}")  # the kernel's IFNAMSIZ limit and forbidden chars
+
+
+class InventoryError(ValueError):
+    """A problem in the inventory, located by its key path (`nodes[1].fabric.address`)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+def join(path: str, key: str) -> str:
+    """The path of `key` inside the mapping at `path` (top-level keys stand alone)."""
+    return key if path == ROOT else f"{path}.{key}"
+
+
+def describe(value: object) -> str:
+    """A value as an operator can find it in their YAML: `'abc' (str)`, `null`."""
+    if value is None:
+        return "null"
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return f"{shown} ({type(value).__name__})"
+
+
+def _wrong_type(path: str, expected: str, value: object) -> InventoryError:
+    return InventoryError(path, f"expected {expected}, got {describe(value)}")
+
+
+class Section:
+    """One YAML mapping being read: rejects unknown keys, hands out values read at their path."""
+
+    def __init__(self, data: object, path: str, known: tuple[str, ...]) -> None:
+        self.path = path
+        self.data = mapping(data, path)
+        for key in self.data:  # unknown keys first: a typo must not read as "missing"
+            if key not in known:
+                raise InventoryError(
+                    join(path, key), f"unknown key; known keys: {', '.join(sorted(known))}"
+                )
+
+    def at(self, key: str) -> str:
+        return join(self.path, key)
+
+    def need(self, key: str, reader: Reader[T]) -> T:
+        if key not in self.data:
+            raise InventoryError(self.at(key), "required key is missing")
+        return reader(self.data[key], self.at(key))
+
+    def get(self, key: str, reader: Reader[T], default: T) -> T:
+        return reader(self.data[key], self.at(key)) if key in self.data else default
+
+    def maybe(self, key: str, reader: Reader[T]) -> T | None:
+        """An optional key whose absence (or null) means "not planned"."""
+        value = self.data.get(key)
+        return None if value is None else reader(value, self.at(key))
+
+
+def mapping(value: object, path: str) -> dict[str, object]:
+    if not isinstance(value, Mapping):
+        raise _wrong_type(path, "a mapping", value)
+    for key in value:
+        if not isinstance(key, str):
+            raise InventoryError(path, f"keys must be strings, got {describe(key)}")
+    return dict(value)
+
+
+def text(value: object, path: str) -> str:
+    if not isinstance(value, str):
+        hint = "; quote it in YAML" if isinstance(value, int | float) else ""
+        raise InventoryError(path, f"expected a string, got {describe(value)}{hint}")
+    if not value.strip():
+        raise InventoryError(path, "must not be empty")
+    return value
+
+
+def boolean(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise _wrong_type(path, "a boolean (true or false)", value)
+    return value
+
+
+def int_in(lo: int, hi: int | None = None) -> Reader[int]:
+    """A reader of integers in [lo, hi]; YAML booleans are not integers here."""
+
+    def read(value: object, path: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _wrong_type(path, "an integer", value)
+        if value < lo or (hi is not None and value > hi):
+            bounds = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
+            raise InventoryError(path, f"{value} is out of range; expected {bounds}")
+        return value
+
+    return read
+
+
+PORT = int_in(1, 65535)
+
+
+def number_above(lo: float, *, inclusive: bool) -> Reader[float]:
+    """A reader of finite numbers (ints welcome) above lo, or at least lo when inclusive."""
+
+    def read(value: object, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _wrong_type(path, "a number", value)
+        if isinstance(value, int) and abs(value) > 2**53:
+            raise InventoryError(path, f"{describe(value)} is too large")
+        if not math.isfinite(value):
+            raise InventoryError(path, f"expected a finite number, got {value}")
+        if value < lo or (value == lo and not inclusive):
+            relation = "at least" if inclusive else "greater than"
+            raise InventoryError(path, f"{value} is out of range; expected {relation} {lo}")
+        return float(value)
+
+    return read
+
+
+def matching(pattern: re.Pattern[str], what: str) -> Reader[str]:
+    """A reader of strings that must fully match `pattern`; `what` says what was expected."""
+
+    def read(value: object, path: str) -> str:
+        found = text(value, path)
+        if not pattern.fullmatch(found):
+            raise InventoryError(path, f"{found!r} is not {what}")
+        return found
+
+    return read
+
+
+NODE_NAME = matching(_NAME_RE, "a valid node name (letters, digits, '.', '_', '-')")
+IFNAME = matching(_IFNAME_RE, "a valid interface name (1-15 characters, no spaces, '/' or ':')")
+
+
+def choice(options: tuple[str, ...]) -> Reader[str]:
+    def read(value: object, path: str) -> str:
+        found = text(value, path)
+        if found not in options:
+            raise InventoryError(path, f"{found!r} is not one of {', '.join(options)}")
+        return found
+
+    return read
+
+
+def list_of(reader: Reader[T], *, min_len: int = 0) -> Reader[tuple[T, ...]]:
+    """A reader of YAML lists whose items are read by `reader` at `path[i]`."""
+
+    def read(value: object, path: str) -> tuple[T, ...]:
+        if not isinstance(value, list | tuple):
+            raise _wrong_type(path, "a list", value)
+        if len(value) < min_len:
+            raise InventoryError(path, f"expected at least {min_len} item(s), got an empty list")
+        return tuple(reader(item, f"{path}[{i}]") for i, item in enumerate(value))
+
+    return read
+
+
+def ipv4_address(value: object, path: str) -> IPv4Address:
+    found = text(value, path)
+    try:
+        return IPv4Address(found)
+    except ValueError:
+        raise InventoryError(path, f"{found!r} is not an IPv4 address") from None
+
+
+def ipv4_interface(value: object, path: str) -> IPv4Interface:
+    """An address with its prefix (`192.168.200.12/24`): the prefix is what `ip addr` shows."""
+    found = text(value, path)
+    try:
+        if "/" not in found:
+            raise ValueError
+        return IPv4Interface(found)
+    except ValueError:
+        raise InventoryError(
+            path, f"{found!r} is not an IPv4 address with prefix, like 192.168.200.12/24"
+        ) from None
+
+
+def ipv4_network(value: object, path: str) -> IPv4Network:
+    found = text(value, path)
+    try:
+        return IPv4Network(found)
+    except ValueError:
+        pass
+    try:  # host bits set: name the network they meant
+        hint = f"; did you mean {IPv4Interface(found).network}?"
+    except ValueError:
+        hint = ""
+    raise InventoryError(path, f"{found!r} is not an IPv4 subnet like 192.168.200.0/24{hint}")
+
+
+def host(value: object, path: str) -> str:
+    """A management address: an IP address or a DNS name that SSH can reach."""
+    found = text(value, path)
+    try:
+        return str(ip_address(found))
+    except ValueError:
+        pass
+    labels = found.removesuffix(".").split(".")
+    dns_ok = len(found) <= 253 and all(_DNS_LABEL_RE.fullmatch(label) for label in labels)
+    if not dns_ok or all(label.isdigit() for label in labels):  # all digits: a mistyped IP
+        raise InventoryError(path, f"{found!r} is neither an IP address nor a DNS name")
+    return found
+
+
+def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
+    """A reader of engine environments: names as the shell allows, values str (or int)."""
+
+    def read(value: object, path: str) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for key, raw in mapping(value, path).items():
+            key_path = join(path, key)
+            if not _ENV_KEY_RE.fullmatch(key):
+                raise InventoryError(key_path, f"{key!r} is not an environment variable name")
+            env[key] = _env_value(raw, key_path, placeholders)
+        return env
+
+    return read
+
+
+def _env_value(raw: object, path: str, placeholders: tuple[str, ...]) -> str:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return str(raw)  # YAML `NCCL_IB_DISABLE: 0` means the string "0"
+    if not isinstance(raw, str):
+        raise _wrong_type(path, "a string (or an integer)", raw)
+    _check_placeholders(raw, path, placeholders)
+    return raw
+
+
+def _check_placeholders(raw: str, path: str, placeholders: tuple[str, ...]) -> None:
+    """Fail now on what str.format would fail on later, when the node's env is built."""
+    known = ", ".join(f"{{{p}}}" for p in placeholders)
+    try:
+        fields = [(f, c, s) for _, f, s, c in string.Formatter().parse(raw) if f is not None]
+    except ValueError as e:
+        raise InventoryError(
+            path,
+            f"malformed placeholder in {raw!r} ({e}); known placeholders: {known}; "
+            "write {{ and }} for literal braces",
+        ) from None
+    for name, conversion, spec in fields:
+        if name not in placeholders or conversion or spec:
+            shown = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            raise InventoryError(
+                path, f"unknown placeholder {{{shown}}} in {raw!r}; known placeholders: {known}"
+            )

@@ -1,0 +1,282 @@
+"""The deployment plan: a typed, frozen model of the inventory YAML, and its pure parser.
+
+Nothing here reads files or the network; `parse_inventory` takes the loaded YAML mapping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Literal, cast
+
+from infergate import _validate as v
+from infergate._plan_rules import check_plan
+
+# Defined beside the value readers that raise it; this module is its public home.
+from infergate._validate import InventoryError as InventoryError
+
+EngineKind = Literal["sglang", "vllm", "vllm-ray"]
+ENGINE_KINDS: tuple[EngineKind, ...] = ("sglang", "vllm", "vllm-ray")
+
+
+@dataclass(frozen=True)
+class Ssh:
+    user: str = "root"
+    port: int = 22
+    key: str | None = None  # private key file; None: the ssh client's defaults
+    known_hosts: str | None = None  # None: the user's ~/.ssh/known_hosts
+    verify_host_key: bool = True
+    jump: str | None = None  # ProxyJump: a node name of this inventory, or [user@]host[:port]
+
+
+@dataclass(frozen=True)
+class NodeFabric:
+    address: IPv4Interface  # with its prefix, as `ip addr` shows it
+    interface: str  # defaults to fabric.interface
+    hcas: tuple[str, ...] = ()  # RDMA devices of this node's port (both twins on a Spark)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    address: str  # management address (or DNS name) that SSH reaches
+    roles: frozenset[str]
+    ssh: Ssh
+    fabric: NodeFabric
+    gpus: int = 0  # 0: a CPU node that runs one engine rank
+    env: Mapping[str, str] = field(default_factory=dict)  # per-node env, over engine.env
+
+    @property
+    def ranks(self) -> int:
+        return self.gpus or 1
+
+    @property
+    def where(self) -> str:
+        """How failures name this node: name and management address."""
+        return f"{self.name} ({self.address})"
+
+
+@dataclass(frozen=True)
+class Fabric:
+    interface: str
+    subnet: IPv4Network
+    mtu: int | None = None  # None: only equality across nodes is checked
+
+
+@dataclass(frozen=True)
+class Image:
+    ref: str
+    id: str | None = None  # expected `docker image inspect --format {{.Id}}`
+
+
+@dataclass(frozen=True)
+class Model:
+    path: str  # the same path on every node
+    served_name: str
+    size_gib: float | None = None
+    manifest: str | None = None  # sha256 manifest file on the controller
+
+
+@dataclass(frozen=True)
+class Engine:
+    kind: EngineKind
+    tensor_parallel: int
+    pipeline_parallel: int
+    dist_init_addr: IPv4Address  # must be a node's fabric address
+    dist_init_port: int
+    api_port: int
+    flags: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # values may hold {fabric_ip} etc.
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    kv_cache_gib: float = 20.0
+    memory_headroom_gib: float = 10.0
+    min_mem_available_gib: float | None = None  # overrides the computed need
+    command_timeout_s: float = 30.0
+    connect_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Inventory:
+    name: str
+    nodes: tuple[Node, ...]
+    fabric: Fabric
+    image: Image
+    model: Model
+    engine: Engine
+    thresholds: Thresholds
+
+    @property
+    def head(self) -> Node:
+        """The node whose fabric address is the dist-init address."""
+        return next(n for n in self.nodes if n.fabric.address.ip == self.engine.dist_init_addr)
+
+    def peers(self, node: Node) -> list[Node]:
+        """Every other node of the plan."""
+        return [n for n in self.nodes if n.name != node.name]
+
+    def mem_needed_gib(self, node: Node) -> float:
+        """Memory a node must have available: its share of the weights + KV budget + headroom."""
+        t = self.thresholds
+        if t.min_mem_available_gib is not None:
+            return t.min_mem_available_gib
+        world = sum(n.ranks for n in self.nodes)
+        weights = (self.model.size_gib or 0.0) * node.ranks / world
+        return weights + t.kv_cache_gib + t.memory_headroom_gib
+
+    def node_env(self, node: Node) -> dict[str, str]:
+        """The engine environment for one node, placeholders resolved."""
+        values = {
+            "fabric_ip": str(node.fabric.address.ip),
+            "fabric_interface": node.fabric.interface,
+            "head_fabric_ip": str(self.engine.dist_init_addr),
+            "node_name": node.name,
+        }
+        merged = {**self.engine.env, **node.env}
+        return {k: v.format(**values) for k, v in merged.items()}
+
+
+PLACEHOLDERS = ("fabric_ip", "fabric_interface", "head_fabric_ip", "node_name")
+
+
+_ENV = v.env_map(PLACEHOLDERS)
+_IMAGE_ID = v.matching(re.compile(r"sha256:[0-9a-f]{64}"), "an image ID like sha256:<64 hex>")
+_POSITIVE = v.number_above(0, inclusive=False)
+_NON_NEGATIVE = v.number_above(0, inclusive=True)
+
+
+def parse_inventory(data: object) -> Inventory:
+    """Build the typed inventory from loaded YAML; raise InventoryError naming the key path.
+
+    Each section is checked on its own first, then the rules that tie sections together
+    (addresses in the subnet, the head, the world size) run on the whole plan.
+    """
+    top = v.Section(data, v.ROOT, _TOP_KEYS)
+    fabric = top.need("fabric", _fabric)
+    inventory = Inventory(
+        name=top.need("name", v.text),
+        nodes=top.need("nodes", v.list_of(lambda d, p: _node(d, p, fabric), min_len=1)),
+        fabric=fabric,
+        image=top.need("image", _image),
+        model=top.need("model", _model),
+        engine=top.need("engine", _engine),
+        thresholds=top.get("thresholds", _thresholds, Thresholds()),
+    )
+    check_plan(inventory)
+    return inventory
+
+
+_TOP_KEYS = ("name", "nodes", "fabric", "image", "model", "engine", "thresholds")
+_NODE_KEYS = ("name", "address", "roles", "ssh", "fabric", "gpus", "env")
+_SSH_KEYS = ("user", "port", "key", "known_hosts", "verify_host_key", "jump")
+
+
+def _node(data: object, path: str, fabric: Fabric) -> Node:
+    s = v.Section(data, path, _NODE_KEYS)
+    return Node(
+        name=s.need("name", v.NODE_NAME),
+        address=s.need("address", v.host),
+        roles=s.get("roles", _roles, frozenset()),
+        ssh=s.get("ssh", _ssh, Ssh()),
+        fabric=s.need("fabric", lambda d, p: _node_fabric(d, p, fabric.interface)),
+        gpus=s.get("gpus", v.int_in(0), 0),
+        env=s.get("env", _ENV, {}),
+    )
+
+
+def _roles(data: object, path: str) -> frozenset[str]:
+    return frozenset(v.list_of(v.choice(("head", "worker")))(data, path))
+
+
+def _ssh(data: object, path: str) -> Ssh:
+    s = v.Section(data, path, _SSH_KEYS)
+    return Ssh(
+        user=s.get("user", v.text, "root"),
+        port=s.get("port", v.PORT, 22),
+        key=s.maybe("key", v.text),
+        known_hosts=s.maybe("known_hosts", v.text),
+        verify_host_key=s.get("verify_host_key", v.boolean, True),
+        jump=s.maybe("jump", v.text),
+    )
+
+
+def _node_fabric(data: object, path: str, default_interface: str) -> NodeFabric:
+    s = v.Section(data, path, ("address", "interface", "hcas"))
+    return NodeFabric(
+        address=s.need("address", v.ipv4_interface),
+        interface=s.get("interface", v.IFNAME, default_interface),
+        hcas=s.get("hcas", v.list_of(v.text), ()),
+    )
+
+
+def _fabric(data: object, path: str) -> Fabric:
+    s = v.Section(data, path, ("interface", "subnet", "mtu"))
+    return Fabric(
+        interface=s.need("interface", v.IFNAME),
+        subnet=s.need("subnet", v.ipv4_network),
+        mtu=s.maybe("mtu", v.int_in(576, 9216)),  # IPv4's minimum to the largest jumbo frame
+    )
+
+
+def _image(data: object, path: str) -> Image:
+    s = v.Section(data, path, ("ref", "id"))
+    return Image(ref=s.need("ref", v.text), id=s.maybe("id", _IMAGE_ID))
+
+
+def _model(data: object, path: str) -> Model:
+    s = v.Section(data, path, ("path", "served_name", "size_gib", "manifest"))
+    return Model(
+        path=s.need("path", _absolute_path),
+        served_name=s.need("served_name", v.text),
+        size_gib=s.maybe("size_gib", _POSITIVE),
+        manifest=s.maybe("manifest", v.text),
+    )
+
+
+def _absolute_path(data: object, path: str) -> str:
+    found = v.text(data, path)
+    if not found.startswith("/"):  # the same path on every node: relative to what?
+        raise InventoryError(path, f"{found!r} is not an absolute path")
+    return found
+
+
+_ENGINE_KEYS = (
+    "kind", "tensor_parallel", "pipeline_parallel", "dist_init_addr", "dist_init_port",
+    "api_port", "flags", "env",
+)  # fmt: skip
+
+
+def _engine(data: object, path: str) -> Engine:
+    s = v.Section(data, path, _ENGINE_KEYS)
+    return Engine(
+        kind=cast(EngineKind, s.need("kind", v.choice(ENGINE_KINDS))),
+        tensor_parallel=s.get("tensor_parallel", v.int_in(1), 1),
+        pipeline_parallel=s.get("pipeline_parallel", v.int_in(1), 1),
+        dist_init_addr=s.need("dist_init_addr", v.ipv4_address),
+        dist_init_port=s.need("dist_init_port", v.PORT),
+        api_port=s.need("api_port", v.PORT),
+        flags=s.get("flags", v.list_of(v.text), ()),
+        env=s.get("env", _ENV, {}),
+    )
+
+
+_THRESHOLD_KEYS = (
+    "kv_cache_gib", "memory_headroom_gib", "min_mem_available_gib", "command_timeout_s",
+    "connect_timeout_s",
+)  # fmt: skip
+
+
+def _thresholds(data: object, path: str) -> Thresholds:
+    s = v.Section(data, path, _THRESHOLD_KEYS)
+    d = Thresholds()
+    return Thresholds(
+        kv_cache_gib=s.get("kv_cache_gib", _NON_NEGATIVE, d.kv_cache_gib),
+        memory_headroom_gib=s.get("memory_headroom_gib", _NON_NEGATIVE, d.memory_headroom_gib),
+        min_mem_available_gib=s.maybe("min_mem_available_gib", _POSITIVE),
+        command_timeout_s=s.get("command_timeout_s", _POSITIVE, d.command_timeout_s),
+        connect_timeout_s=s.get("connect_timeout_s", _POSITIVE, d.connect_timeout_s),
+    )

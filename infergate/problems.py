@@ -1,0 +1,28 @@
+"""What a judge returns: problems, each with what was found, what was planned and a remedy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One way a node differs from the plan.
+
+    `found` and `planned` are short phrases an operator reads side by side; `remedy` is a
+    command or an instruction they can act on at once.
+    """
+
+    found: str
+    planned: str
+    remedy: str
+
+    def describe(self) -> str:
+        return f"found {self.found}; planned {self.planned}\n    fix: {self.remedy}"
+
+
+def describe_all(where: str, problems: list[Problem] | tuple[Problem, ...]) -> str:
+    """The text of a failure: the node (name and address) first, then each problem."""
+    lines = [f"{where}: {len(problems)} problem(s)"]
+    lines += [f"  - {p.describe()}" for p in problems]
+    return "\n".join(lines)
