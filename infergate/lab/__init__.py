@@ -1,0 +1,18 @@
+"""The lab: N nodes on this machine, each with its own network, mount and UTS namespaces,
+memory cgroup, sshd and Docker engine, joined by a management network and a separate fabric
+link; faults injected into them for real. `python -m infergate.lab --help`; in Python:
+
+    lab = Lab()
+    lab.up(2)
+    lab.apply_fault("mtu", "node2", "1400")
+    lab.clear_faults()
+    lab.down()
+"""
+
+from infergate.lab.faults import KINDS as FAULT_KINDS
+from infergate.lab.inventory import render_inventory
+from infergate.lab.lab import Lab
+from infergate.lab.shell import LabError
+from infergate.lab.status import NodeStatus
+
+__all__ = ["FAULT_KINDS", "Lab", "LabError", "NodeStatus", "render_inventory"]

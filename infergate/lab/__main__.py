@@ -1,0 +1,75 @@
+"""`python -m infergate.lab up|down|status|fault ...`: the lab from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from infergate.lab import layout as L
+from infergate.lab.faults import KINDS
+from infergate.lab.lab import Lab
+from infergate.lab.shell import LabError
+from infergate.lab.status import table
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m infergate.lab", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="make the lab, or bring it to N nodes (idempotent)")
+    up.add_argument("-n", "--nodes", type=int, default=L.DEFAULT_NODES, help="1..16")
+    up.add_argument("--node-mem-gib", type=float, default=L.DEFAULT_NODE_MEM_GIB)
+    sub.add_parser("down", help="remove everything the lab made")
+    sub.add_parser("status", help="per node health; exit 1 unless all healthy")
+    fault = sub.add_parser("fault", help="inject a fault, or clear them all")
+    kinds = fault.add_subparsers(dest="kind", required=True)
+    kinds.add_parser("clear", help="undo every injected fault")
+    for kind in KINDS.values():
+        k = kinds.add_parser(kind.name, help=kind.help)
+        k.add_argument("node", help="node1..node16")
+        for arg in kind.args:
+            k.add_argument(arg.lower(), metavar=arg)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command != "status" and os.geteuid() != 0:
+        print("lab: making and changing the lab needs root", file=sys.stderr)
+        return 1
+    lab = Lab(say=print)
+    started = time.monotonic()
+    try:
+        if args.command == "up":
+            lab.up(args.nodes, args.node_mem_gib)
+        elif args.command == "down":
+            lab.down()
+        elif args.command == "status":
+            return _status(lab)
+        elif args.kind == "clear":
+            cleared = lab.clear_faults()
+            print(f"cleared {len(cleared)} fault(s)")
+        else:
+            values = [getattr(args, a.lower()) for a in KINDS[args.kind].args]
+            lab.apply_fault(args.kind, args.node, *values)
+            print(f"{args.node}: {args.kind} {' '.join(values)}".rstrip())
+    except LabError as e:
+        print(f"lab: {e}", file=sys.stderr)
+        return 1
+    if args.command in ("up", "down"):
+        print(f"took {time.monotonic() - started:.1f} s")
+    return 0
+
+
+def _status(lab: Lab) -> int:
+    statuses = lab.status()
+    if not statuses:
+        print("no lab on this machine")
+        return 1
+    print(table(statuses))
+    return 0 if all(s.healthy for s in statuses) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Each node's own Docker engine, and the tiny local image the lab's faults run.
+
+Several dockerd on one machine need, each: its own --data-root, --exec-root (dockerd starts
+its own containerd there, with its own socket and state), --pidfile, socket, and its own
+trust key (`deprecated-key-path`; the default /etc/docker/key.json would give every node
+the same engine ID). --bridge=none and no iptables: containers use --network host, i.e. the
+node's namespace, and no engine touches the host's firewall. Storage: overlay2 when the
+kernel has overlayfs (it works on this ext4 root, also nested in the node's mount
+namespace), else vfs (slow, copies every layer, but works on any file system).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import socket
+import tarfile
+from pathlib import Path
+
+from infergate.lab import layout as L
+from infergate.lab.layout import NodeSpec
+from infergate.lab.shell import LabError, run
+
+LAB_IMAGE = "iglab/busybox"
+
+
+def storage_driver() -> str:
+    return "overlay2" if "overlay" in Path("/proc/filesystems").read_text() else "vfs"
+
+
+def daemon_json(spec: NodeSpec) -> Path:
+    return spec.data_dir / "daemon.json"
+
+
+def ensure_node_files(spec: NodeSpec) -> None:
+    # --config-file of our own: the host's /etc/docker/daemon.json is not the node's.
+    text = json.dumps({"deprecated-key-path": str(spec.data_dir / "docker-key.json")}) + "\n"
+    path = daemon_json(spec)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def argv(spec: NodeSpec) -> list[str]:
+    dockerd = shutil.which("dockerd", path="/usr/sbin:/usr/bin:/sbin:/usr/local/bin")
+    if dockerd is None:
+        raise LabError("dockerd is not installed (package docker.io)")
+    return [
+        dockerd,
+        f"--config-file={daemon_json(spec)}",
+        f"--data-root={spec.data_dir / 'docker'}",
+        f"--exec-root={spec.run_dir / 'docker'}",
+        f"--pidfile={spec.run_dir / 'docker.pid'}",
+        f"--host={spec.docker_host}",
+        f"--storage-driver={storage_driver()}",
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-masq=false",
+        "--userland-proxy=false",
+        f"--cgroup-parent={spec.cgroup}",
+        "--exec-opt=native.cgroupdriver=cgroupfs",
+    ]
+
+
+def answers(spec: NodeSpec, timeout: float = 1.0) -> bool:
+    """The engine answers its API's /_ping on the node's socket."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(spec.docker_sock))
+            s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in s.recv(64).split(b"\r\n")[0]
+    except OSError:
+        return False
+
+
+def docker(spec: NodeSpec, *args: str, timeout: float = 60, stdin: bytes | None = None) -> str:
+    """The docker CLI against the node's engine; its stdout."""
+    return run(["docker", "-H", spec.docker_host, *args], timeout=timeout, stdin=stdin).stdout
+
+
+def image_present(spec: NodeSpec, ref: str = LAB_IMAGE) -> bool:
+    argv = ["docker", "-H", spec.docker_host, "image", "inspect", ref]
+    return run(argv, timeout=30, check=False).returncode == 0
+
+
+def busybox_rootfs() -> bytes:
+    """A tar of a root file system holding only the static busybox and its applet links."""
+    applets = run([str(L.BUSYBOX_BIN), "--list"]).stdout.split()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(L.BUSYBOX_BIN), arcname="bin/busybox")
+        for name in (a for a in applets if a != "busybox"):
+            link = tarfile.TarInfo(f"bin/{name}")
+            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+            tar.addfile(link)
+        for d in ("tmp", "proc", "sys", "dev", "etc"):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def make_image(spec: NodeSpec, ref: str = LAB_IMAGE) -> str:
+    """Import the busybox image into the node's engine, no registry involved; its ID."""
+    docker(spec, "import", "--change", 'CMD ["/bin/sh"]', "-", ref, stdin=busybox_rootfs())
+    return docker(spec, "image", "inspect", "--format", "{{.Id}}", ref).strip()

@@ -1,0 +1,136 @@
+"""Where every lab thing lives: names, addresses and paths, fixed so inventories can name them.
+
+Pure: nothing here touches the machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_NODES = 16
+DEFAULT_NODES = 2
+DEFAULT_NODE_MEM_GIB = 6.0
+
+LAB_DIR = Path("/var/lib/infergate-lab")  # persistent: keys, data roots, state, inventory
+RUN_DIR = Path("/run/infergate-lab")  # runtime: pid files, sockets, namespace handles
+NS_DIR = RUN_DIR / "ns"  # a private bind mount, as `ip netns` does for /run/netns
+NETNS_DIR = Path("/run/netns")
+STATE_FILE = LAB_DIR / "state.json"
+INVENTORY_FILE = LAB_DIR / "inventory.yaml"
+SSH_DIR = LAB_DIR / "ssh"
+CLIENT_KEY = SSH_DIR / "id_ed25519"
+AUTHORIZED_KEYS = SSH_DIR / "authorized_keys"
+KNOWN_HOSTS = SSH_DIR / "known_hosts"
+MODELS_MOUNTPOINT = Path("/srv/models")
+SSHD_PRIVSEP_DIR = Path("/run/sshd")
+BUSYBOX_BIN = Path("/bin/busybox")  # must be the static one: it runs alone in the lab image
+# Made by every dockerd/containerd whatever its --exec-root; removed by `down` when empty and
+# absent before the lab.
+DOCKER_SHARED_RUN_DIRS = (Path("/run/docker"), Path("/run/containerd"))
+
+MGMT_BRIDGE = "iglab-mgmt"
+MGMT_HOST_ADDR = "10.251.0.1/24"
+FABRIC_NETNS = "iglab-fabric"
+FABRIC_BRIDGE = "fabbr"
+FABRIC_IFACE = "fab0"
+MGMT_IFACE = "mgmt0"
+FABRIC_MTU = 1500
+CGROUP_ROOT = "infergate-lab"  # under every cgroup hierarchy's root
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One lab node's names, addresses and paths, all derived from its index (1..16)."""
+
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"node{self.index}"
+
+    @property
+    def netns(self) -> str:
+        return f"iglab-{self.name}"
+
+    @property
+    def netns_path(self) -> Path:
+        return NETNS_DIR / self.netns
+
+    @property
+    def mgmt_ip(self) -> str:
+        return f"10.251.0.{10 + self.index}"
+
+    @property
+    def fabric_ip(self) -> str:
+        return f"10.252.0.{10 + self.index}"
+
+    @property
+    def host_veth(self) -> str:
+        return f"iglab-m{self.index}"
+
+    @property
+    def fabric_veth(self) -> str:
+        return f"fab{self.index}"  # in the fabric namespace, enslaved to fabbr
+
+    @property
+    def mnt_ns(self) -> Path:
+        return NS_DIR / f"{self.name}.mnt"
+
+    @property
+    def uts_ns(self) -> Path:
+        return NS_DIR / f"{self.name}.uts"
+
+    @property
+    def data_dir(self) -> Path:
+        return LAB_DIR / "nodes" / self.name
+
+    @property
+    def run_dir(self) -> Path:
+        return RUN_DIR / "nodes" / self.name
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    @property
+    def host_key(self) -> Path:
+        return self.data_dir / "ssh_host_ed25519_key"
+
+    @property
+    def sshd_config(self) -> Path:
+        return self.data_dir / "sshd_config"
+
+    @property
+    def sshd_pidfile(self) -> Path:
+        return self.run_dir / "sshd.pid"
+
+    @property
+    def docker_sock(self) -> Path:
+        return self.run_dir / "docker.sock"
+
+    @property
+    def docker_host(self) -> str:
+        return f"unix://{self.docker_sock}"
+
+    @property
+    def cgroup(self) -> str:
+        """The node's cgroup path relative to a hierarchy root (dockerd's --cgroup-parent)."""
+        return f"/{CGROUP_ROOT}/{self.name}"
+
+    def log(self, service: str) -> Path:
+        return self.data_dir / f"{service}.log"
+
+
+def node_specs(n: int) -> list[NodeSpec]:
+    if not 1 <= n <= MAX_NODES:
+        raise ValueError(f"the lab has 1 to {MAX_NODES} nodes, not {n}")
+    return [NodeSpec(i) for i in range(1, n + 1)]
+
+
+def spec_named(name: str) -> NodeSpec:
+    """`node3` -> NodeSpec(3); a clear error for anything else."""
+    digits = name.removeprefix("node")
+    if not (name.startswith("node") and digits.isdigit() and 1 <= int(digits) <= MAX_NODES):
+        raise ValueError(f"no lab node is called {name!r} (node1..node{MAX_NODES})")
+    return NodeSpec(int(digits))

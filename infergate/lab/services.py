@@ -1,0 +1,89 @@
+"""A node's long-lived services, sshd and dockerd: started in the node's namespaces and
+cgroup, many nodes at once, and waited for together under one deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from infergate.lab import docker, sshd
+from infergate.lab.cgroups import Cgroups
+from infergate.lab.layout import NodeSpec
+from infergate.lab.namespaces import nsenter
+from infergate.lab.procs import Proc, stop
+from infergate.lab.shell import LabError, launch
+from infergate.lab.state import LabState
+
+# 16 nodes' sshd + dockerd are ready ~2.5 s after launch on this 2-core VM; a slow disk or
+# the vfs storage driver takes longer, a broken config never: it exits, and that is seen.
+READY_TIMEOUT_S = 90.0
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    argv: Callable[[NodeSpec], list[str]]
+    ready: Callable[[NodeSpec], bool]
+    what: str  # how a timeout describes the missing readiness
+
+
+SERVICES = {
+    "sshd": Service("sshd", sshd.argv, sshd.port_open, "port 22 open"),
+    "dockerd": Service("dockerd", docker.argv, docker.answers, "API answering /_ping"),
+}
+
+
+def running(state: LabState, spec: NodeSpec, name: str) -> Proc | None:
+    proc = state.node(spec.name).procs.get(name)
+    return proc if proc and proc.alive() else None
+
+
+def start(
+    state: LabState, cgroups: Cgroups, specs: Iterable[NodeSpec], names: Iterable[str]
+) -> list[tuple[NodeSpec, str]]:
+    """Launch each named service on each node unless it runs; return what was launched."""
+    started = []
+    for spec in specs:
+        for name in names:
+            if running(state, spec, name):
+                continue
+            service = SERVICES[name]
+            argv = [*nsenter(spec), *service.argv(spec)]
+            pid = launch(argv, cgroups.procs_file(spec), spec.log(name))
+            state.node(spec.name).procs[name] = Proc.of(pid)
+            state.save()
+            started.append((spec, name))
+    return started
+
+
+def wait_ready(
+    state: LabState, pending: list[tuple[NodeSpec, str]], timeout: float = READY_TIMEOUT_S
+) -> None:
+    """Wait until every launched service answers; fail at once when one dies, and at the
+    deadline name each node still not ready with its log."""
+    end = time.monotonic() + timeout
+    while pending:
+        for spec, name in pending:
+            if not running(state, spec, name):
+                raise LabError(_not_ready(spec, name, "exited"))
+        pending = [(s, n) for s, n in pending if not SERVICES[n].ready(s)]
+        if pending and time.monotonic() > end:
+            late = f"not ready after {timeout:g} s"
+            raise LabError("; ".join(_not_ready(s, n, late) for s, n in pending))
+        time.sleep(0.1)
+
+
+def _not_ready(spec: NodeSpec, name: str, how: str) -> str:
+    log = spec.log(name)
+    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+    last = " | ".join(tail)
+    return f"{spec.name}: {name} {how} (wanted: {SERVICES[name].what}); log {log}: {last}"
+
+
+def stop_service(state: LabState, spec: NodeSpec, name: str) -> None:
+    """Stop one service as `systemctl stop` would: the main process (sshd's open sessions
+    stay, as with KillMode=process), waiting until it is gone."""
+    proc = running(state, spec, name)
+    if proc:
+        stop([proc], deadline_s=15.0)

@@ -1,0 +1,29 @@
+"""Selftest fixtures: the lab on this machine, made once per session and removed after it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from infergate.lab import Lab
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    """A 2-node lab (made if missing, kept if there); removed, and proven gone, at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("the lab makes namespaces, cgroups and mounts: it needs root")
+    handle = Lab()
+    handle.up(2)
+    yield handle
+    handle.down()
+    assert handle.leftovers() == [], "`down` left lab things on the machine"
+
+
+@pytest.fixture
+def clean_lab(lab: Lab) -> Iterator[Lab]:
+    """The lab, with every fault the test injected cleared after it."""
+    yield lab
+    lab.clear_faults()
