@@ -1,0 +1,111 @@
+"""Memory a node can give the engine: /proc/meminfo, bounded by the memory cgroup it runs in.
+
+On GB10 (DGX Spark) GPU and CPU share one pool and `nvidia-smi` reports memory as
+"Not Supported", so MemAvailable is the ground truth there (field notes §1.3). Where the
+node's processes live in a memory cgroup with a limit (a container host, the lab), the
+limit less what the cgroup already uses bounds it further.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infergate.problems import Problem
+
+GIB = 1024**3
+# cgroup v1 reports "no limit" as a huge page-aligned number; v2 as "max".
+_UNLIMITED = 2**62
+
+
+@dataclass(frozen=True)
+class CgroupMemory:
+    path: str
+    limit: int | None  # bytes; None: no limit at this level
+    usage: int
+    inactive_file: int  # reclaimable page cache the kernel drops before failing an allocation
+
+    @property
+    def headroom(self) -> int | None:
+        if self.limit is None:
+            return None
+        return self.limit - (self.usage - self.inactive_file)
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    total: int  # bytes, MemTotal
+    available: int  # bytes, MemAvailable
+    cgroups: tuple[CgroupMemory, ...] = ()
+
+    @property
+    def tightest_cgroup(self) -> CgroupMemory | None:
+        limited = [c for c in self.cgroups if c.headroom is not None]
+        return min(limited, key=lambda c: c.headroom or 0, default=None)
+
+    @property
+    def usable(self) -> int:
+        """What a new process here can allocate: MemAvailable, or less under a cgroup limit."""
+        cg = self.tightest_cgroup
+        return self.available if cg is None else min(self.available, cg.headroom or 0)
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """Parse `cat /proc/meminfo` into bytes per field.
+
+    Sample line: ``MemAvailable:   118566368 kB``
+    """
+    fields = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            scale = 1024 if parts[1:] == ["kB"] else 1
+            fields[key.strip()] = int(parts[0]) * scale
+    return fields
+
+
+def parse_cgroup_memory(text: str) -> tuple[CgroupMemory, ...]:
+    """Parse the probe's cgroup walk: one `path limit usage inactive_file` line per level.
+
+    Sample line (cgroup v1, no limit): ``/ 9223372036854771712 336912384 0``
+    """
+    levels = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 4 or not parts[2].isdigit():
+            continue
+        limit = None if parts[1] == "max" or int(parts[1]) >= _UNLIMITED else int(parts[1])
+        levels.append(CgroupMemory(parts[0], limit, int(parts[2]), int(parts[3])))
+    return tuple(levels)
+
+
+def memory_facts(meminfo: str, cgroup_walk: str) -> MemoryFacts:
+    fields = parse_meminfo(meminfo)
+    if "MemAvailable" not in fields or "MemTotal" not in fields:
+        raise ValueError("no MemTotal/MemAvailable in /proc/meminfo (kernel older than 3.14?)")
+    return MemoryFacts(fields["MemTotal"], fields["MemAvailable"], parse_cgroup_memory(cgroup_walk))
+
+
+def gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def check_memory_available(facts: MemoryFacts, needed_gib: float) -> list[Problem]:
+    """Enough memory for this node's share of the weights, the KV budget and headroom."""
+    if facts.usable >= needed_gib * GIB:
+        return []
+    found = f"{gib(facts.usable)} usable (MemAvailable {gib(facts.available)}"
+    cg = facts.tightest_cgroup
+    if cg is not None and facts.usable < facts.available:
+        found += (
+            f", bounded by cgroup {cg.path}: limit {gib(cg.limit or 0)}, in use {gib(cg.usage)}"
+        )
+    return [
+        Problem(
+            found=found + ")",
+            planned=f"at least {needed_gib:.1f} GiB (weights share + KV budget + headroom)",
+            remedy="find what holds memory: `ps -eo pid,rss,comm --sort=-rss | head`, "
+            "`docker ps` and `docker stats --no-stream`; stop leftovers, then "
+            "`sync; echo 3 > /proc/sys/vm/drop_caches` for page cache",
+        )
+    ]

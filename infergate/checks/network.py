@@ -1,0 +1,164 @@
+"""The fabric: the planned interface, its address and MTU, and what crosses it between nodes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Interface
+
+from infergate.problems import Problem
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    up: bool  # administratively up and carrier present (LOWER_UP)
+    operstate: str
+    mtu: int
+    addresses: tuple[IPv4Interface, ...]
+
+
+def parse_ip_addr_json(text: str) -> dict[str, Interface]:
+    """Parse `ip -j addr show` into interfaces by name.
+
+    Sample (one element): ``{"ifname":"fab0","flags":["BROADCAST","UP","LOWER_UP"],"mtu":1500,
+    "operstate":"UP","addr_info":[{"family":"inet","local":"10.252.0.11","prefixlen":24}]}``
+    """
+    interfaces = {}
+    for link in json.loads(text):
+        flags = set(link.get("flags", ()))
+        addresses = tuple(
+            IPv4Interface(f"{a['local']}/{a['prefixlen']}")
+            for a in link.get("addr_info", ())
+            if a.get("family") == "inet"
+        )
+        name = link["ifname"]
+        up = {"UP", "LOWER_UP"} <= flags
+        interfaces[name] = Interface(name, up, link.get("operstate", "?"), link["mtu"], addresses)
+    return interfaces
+
+
+def check_fabric_interface(
+    interfaces: Mapping[str, Interface], name: str, address: IPv4Interface
+) -> list[Problem]:
+    """The planned fabric interface exists, is up with carrier, and holds the planned address."""
+    iface = interfaces.get(name)
+    if iface is None:
+        holder = _holder(interfaces, address)
+        where = f" ({address.ip} is on {holder})" if holder else ""
+        return [
+            Problem(
+                found=f"no interface {name}; present: {', '.join(sorted(interfaces))}{where}",
+                planned=f"{name} with {address}",
+                remedy="find the fabric port with `ip -br link` (`ibdev2netdev` on RDMA hosts) "
+                "and fix fabric.interface in the inventory, or rename the netplan entry",
+            )
+        ]
+    problems = []
+    if not iface.up:
+        problems.append(
+            Problem(
+                found=f"{name} is {iface.operstate} (no carrier or admin down)",
+                planned=f"{name} up",
+                remedy=f"`sudo ip link set {name} up`; if it stays down check the cable "
+                f"and `ethtool {name}`",
+            )
+        )
+    if address not in iface.addresses:
+        have = ", ".join(map(str, iface.addresses)) or "no IPv4 address"
+        problems.append(
+            Problem(
+                found=f"{name} has {have}",
+                planned=f"{name} with {address}",
+                remedy=f"`sudo ip addr add {address} dev {name}` now, and make it "
+                "permanent in netplan (/etc/netplan/*.yaml)",
+            )
+        )
+    return problems
+
+
+def _holder(interfaces: Mapping[str, Interface], address: IPv4Interface) -> str | None:
+    return next((i.name for i in interfaces.values() if address in i.addresses), None)
+
+
+def check_mtu_parity(mtus: Mapping[str, int], planned: int | None) -> dict[str, list[Problem]]:
+    """Every node's fabric MTU equals the plan's (or, with none planned, the most common one).
+
+    A mismatch passes small pings and fails large RDMA/NCCL transfers later
+    (IBV_WC_RETRY_EXC_ERR after a firmware reboot reset one end to 1500; field notes §1.2).
+    """
+    expected = planned if planned is not None else Counter(mtus.values()).most_common(1)[0][0]
+    basis = "the plan" if planned is not None else "the other nodes"
+    return {
+        node: [
+            Problem(
+                found=f"MTU {mtu}",
+                planned=f"MTU {expected} ({basis})",
+                remedy=f"`sudo ip link set <fabric interface> mtu {expected}` on {node}, "
+                "and set `mtu:` in its netplan entry so it survives a reboot",
+            )
+        ]
+        for node, mtu in mtus.items()
+        if mtu != expected
+    }
+
+
+_PING_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")
+
+
+def parse_ping(text: str) -> tuple[int, int]:
+    """Parse the summary of `ping -c N ...` into (sent, received).
+
+    Sample line: ``2 packets transmitted, 2 received, 0% packet loss, time 1001ms``
+    """
+    match = _PING_SUMMARY.search(text)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+@dataclass(frozen=True)
+class PeerResult:
+    peer: str  # the peer's node name
+    address: IPv4Address
+    sent: int
+    received: int
+    output: str
+
+
+def check_peers_reachable(interface: str, results: list[PeerResult]) -> list[Problem]:
+    """Every peer answers ICMP on its fabric address, sent out of the planned interface."""
+    return [
+        Problem(
+            found=f"{r.peer} ({r.address}) answered {r.received} of {r.sent} pings over "
+            f"{interface}" + (f": {_last_line(r.output)}" if r.sent == 0 else ""),
+            planned=f"every peer answers over {interface}",
+            remedy=f"check the link on both ends (`ip -br link show {interface}`, cable, switch "
+            f"port), then `ping -I {interface} {r.address}`",
+        )
+        for r in results
+        if r.sent == 0 or r.received < r.sent
+    ]
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def ping_command(interface: str, addresses: list[IPv4Address]) -> str:
+    """Ping every address at once out of one interface; outputs come back in order, each
+    followed by a line `@@@`."""
+    iface = shlex.quote(interface)
+    starts = [
+        f'ping -n -c 2 -i 0.2 -W 1 -I {iface} {a} > "$d/{i}" 2>&1 &'
+        for i, a in enumerate(addresses)
+    ]
+    show = [f'cat "$d/{i}"; echo @@@' for i in range(len(addresses))]
+    return "\n".join(["d=$(mktemp -d)", *starts, "wait", *show, 'rm -rf "$d"'])
+
+
+def split_ping_outputs(text: str) -> list[str]:
+    return text.split("@@@\n")

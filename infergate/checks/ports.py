@@ -1,0 +1,105 @@
+"""TCP across the fabric: a temporary listener on the head's dist-init port, dialled by peers.
+
+This is the path torch.distributed's TCPStore (vLLM `--master-port`, SGLang
+`--dist-init-addr`) takes first; a firewall or a taken port there is a silent hang later.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from infergate.problems import Problem
+
+MARKER = "infergate-listener"
+
+# Binds, then forks: the parent reports and exits so SSH returns, the child accepts until
+# its deadline. The marker in argv lets the clean-up kill only this process.
+_LISTEN = """
+import os, socket, sys, time
+port, ttl = int(sys.argv[1]), float(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("0.0.0.0", port)); s.listen(64)
+except OSError as e:
+    print("error", e.errno, e.strerror); sys.exit(1)
+pid = os.fork()
+if pid:
+    print("listening", pid); sys.exit(0)
+os.setsid()
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+s.settimeout(0.5)
+end = time.monotonic() + ttl
+while time.monotonic() < end:
+    try:
+        s.accept()[0].close()
+    except OSError:
+        pass
+"""
+
+_DIAL = """
+import socket, sys, time
+t = time.monotonic()
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3])).close()
+    print("ok", round((time.monotonic() - t) * 1000, 1))
+except OSError as e:
+    print("error", type(e).__name__, e)
+"""
+
+
+def listen_command(port: int, ttl_s: float) -> str:
+    return f"python3 -c {shlex.quote(_LISTEN)} {port} {ttl_s} {MARKER}"
+
+
+def dial_command(address: str, port: int, timeout_s: float) -> str:
+    return f"python3 -c {shlex.quote(_DIAL)} {address} {port} {timeout_s}"
+
+
+def stop_listener_command(pid: int) -> str:
+    """Kill the listener only if that pid is still ours (never a recycled pid)."""
+    return f"grep -q {MARKER} /proc/{pid}/cmdline 2>/dev/null && kill {pid} || true"
+
+
+@dataclass(frozen=True)
+class Listener:
+    pid: int | None
+    error: str  # empty when listening
+
+
+def parse_listener(text: str) -> Listener:
+    """Parse the listener's report: ``listening 4242`` or ``error 98 Address already in use``."""
+    words = text.split()
+    if words[:1] == ["listening"] and len(words) > 1 and words[1].isdigit():
+        return Listener(int(words[1]), "")
+    return Listener(None, " ".join(words[1:]) if words[:1] == ["error"] else text.strip())
+
+
+def check_listener(listener: Listener, port: int) -> list[Problem]:
+    if listener.pid is not None:
+        return []
+    return [
+        Problem(
+            found=f"cannot listen on TCP {port}: {listener.error or '(no answer)'}",
+            planned=f"TCP {port} free for the engine's dist-init rendezvous",
+            remedy=f"`ss -ltnp 'sport = :{port}'` shows who holds it: stop that process, "
+            "or change engine.dist_init_port in the inventory",
+        )
+    ]
+
+
+def check_dial(text: str, address: str, port: int) -> list[Problem]:
+    """Parse the dialler's report (``ok 0.4`` or ``error ConnectionRefusedError ...``) and judge."""
+    if text.startswith("ok"):
+        return []
+    return [
+        Problem(
+            found=f"TCP to {address}:{port} failed: {text.strip() or '(no answer)'}",
+            planned=f"TCP {address}:{port} reachable over the fabric",
+            remedy=f"check firewalls on both ends (`sudo iptables -S`, `sudo nft list ruleset`, "
+            f"`ufw status`) and the route: `ip route get {address}`",
+        )
+    ]

@@ -1,0 +1,78 @@
+"""One SSH round trip per node: a shell script that prints every host fact in named sections.
+
+Each command runs under `timeout`, so a wedged Docker CLI or a hung mount costs seconds, not
+the run. The output is a series of sections whose header carries the name and exit status:
+
+    @@@ meminfo 0
+    MemTotal:       24570400 kB
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+SECTION_TIMEOUT_S = 8
+
+# Walk from this shell's memory cgroup up to the root, cgroup v2 (`0::`) and v1 (`memory:`)
+# alike, printing `path limit usage inactive_file` for every level that has a limit file.
+CGROUP_MEMORY = r"""
+line=$(grep -E '^0::|:memory:' /proc/self/cgroup | sort | tail -n 1)
+case "$line" in *:memory:*) base=/sys/fs/cgroup/memory ;; *) base=/sys/fs/cgroup ;; esac
+path=${line#*:*:}
+while :; do
+  dir="$base$path"
+  if [ -f "$dir/memory.max" ]; then lim=$(cat "$dir/memory.max"); use=$(cat "$dir/memory.current")
+  elif [ -f "$dir/memory.limit_in_bytes" ]; then
+    lim=$(cat "$dir/memory.limit_in_bytes"); use=$(cat "$dir/memory.usage_in_bytes")
+  else lim=; fi
+  if [ -n "$lim" ]; then
+    inact=$(awk '$1=="inactive_file"||$1=="total_inactive_file"{print $2; exit}' "$dir/memory.stat")
+    echo "$path $lim $use ${inact:-0}"
+  fi
+  [ "$path" = / ] && break
+  path=$(dirname "$path")
+done
+"""
+
+HOST_SECTIONS = (
+    ("hostname", "hostname"),
+    ("uname", "uname -srm"),
+    ("os-release", "cat /etc/os-release"),
+    ("meminfo", "cat /proc/meminfo"),
+    ("cgroup-memory", CGROUP_MEMORY),
+    ("ip-addr", "ip -j addr show"),
+    ("docker-version", "docker version --format '{{json .}}'"),
+)
+
+
+def probe_script(sections: tuple[tuple[str, str], ...], timeout_s: int = SECTION_TIMEOUT_S) -> str:
+    """A POSIX sh script that runs each (name, command) and prints it as a section."""
+    lines = [
+        "section() { name=$1; shift; out=$(timeout -k 2 "
+        f'{timeout_s} "$@" 2>&1); rc=$?; '
+        'printf \'\\n@@@ %s %s\\n%s\\n\' "$name" "$rc" "$out"; }'
+    ]
+    lines += [f"section {name} sh -c {shlex.quote(cmd)}" for name, cmd in sections]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Section:
+    rc: int
+    text: str
+
+
+_HEADER = re.compile(r"^@@@ (\S+) (\d+)$", re.MULTILINE)
+
+
+def parse_sections(output: str) -> dict[str, Section]:
+    """Split probe output into its sections by their `@@@ name rc` headers."""
+    heads = list(_HEADER.finditer(output))
+    sections = {}
+    for head, after in zip(heads, [*heads[1:], None], strict=True):
+        end = after.start() if after else len(output)
+        body = output[head.end() + 1 : end].rstrip("\n")
+        sections[head.group(1)] = Section(rc=int(head.group(2)), text=body)
+    return sections

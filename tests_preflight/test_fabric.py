@@ -1,0 +1,43 @@
+"""The fabric: the planned interface and address on every node, one MTU, peers reachable."""
+
+import pytest
+
+from fixtures.facts import read_fact, settled
+from fixtures.report import fail_on, fail_on_nodes
+from infergate.checks.facts import interfaces_of
+from infergate.checks.network import check_fabric_interface, check_mtu_parity, check_peers_reachable
+from infergate.checks.ports import check_dial, check_listener
+
+
+def test_fabric_interface_up_with_planned_address(interfaces, node):
+    """Every node's fabric interface exists, is up with carrier, and holds its planned address."""
+    fail_on(node, check_fabric_interface(interfaces, node.fabric.interface, node.fabric.address))
+
+
+def test_fabric_peers_answer_ping(peer_pings, node):
+    """From every node, every peer answers ICMP on its fabric address over the fabric interface."""
+    fail_on(node, check_peers_reachable(node.fabric.interface, peer_pings))
+
+
+@pytest.mark.xdist_group("cluster")
+def test_fabric_mtu_equal_on_every_node(cluster_probe, inventory):
+    """The fabric MTU is the same on every node (and the planned one), so large transfers pass.
+    A node without its fabric interface is the interface test's finding, not this one's."""
+    seen = {n.name: read_fact(n, cluster_probe[n.name], interfaces_of) for n in inventory.nodes}
+    mtus = {
+        n.name: seen[n.name][n.fabric.interface].mtu
+        for n in inventory.nodes
+        if n.fabric.interface in seen[n.name]
+    }
+    fail_on_nodes(inventory.nodes, check_mtu_parity(mtus, inventory.fabric.mtu))
+
+
+@pytest.mark.xdist_group("cluster")
+def test_dist_init_port_reachable_from_every_node(dist_init_dials, inventory):
+    """Every node opens TCP to the head's dist-init port over the fabric (the engines'
+    rendezvous), through a temporary listener that is removed afterwards."""
+    listener, dials = dist_init_dials
+    port, address = inventory.engine.dist_init_port, str(inventory.engine.dist_init_addr)
+    fail_on(inventory.head, check_listener(listener, port))
+    problems = {name: check_dial(settled(text), address, port) for name, text in dials.items()}
+    fail_on_nodes(inventory.nodes, problems)
