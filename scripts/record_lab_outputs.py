@@ -1,0 +1,54 @@
+"""Record real outputs from the lab's nodes, healthy and with faults injected, as test data.
+
+    python scripts/record_lab_outputs.py      # as root; brings the 2-node lab up if needed
+
+Writes selftest/data/lab/<case>-<node>-<what>.txt: the host probe's full output and the
+fabric ping of every peer, each taken over SSH exactly as the suite takes it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from infergate.checks.network import ping_command
+from infergate.checks.probe import HOST_SECTIONS, probe_script
+from infergate.lab import Lab
+
+OUT = Path(__file__).resolve().parents[1] / "selftest" / "data" / "lab"
+FABRIC = {"node1": "10.252.0.11", "node2": "10.252.0.12"}
+CASES: dict[str, tuple[str, ...]] = {
+    "healthy": (),
+    "link-down": ("link-down", "node2"),
+    "mtu-1400": ("mtu", "node2", "1400"),
+    "docker-stopped": ("docker-stop", "node2"),
+    "memory-held": ("hold-memory", "node1", "4"),
+}
+
+
+def record(lab: Lab, case: str) -> None:
+    for node, peer in (("node1", "node2"), ("node2", "node1")):
+        # ssh joins its arguments into one remote command line: quote the script as one
+        probe = lab.ssh(node, [shlex.join(["sh", "-c", probe_script(HOST_SECTIONS)])]).stdout
+        (OUT / f"{case}-{node}-probe.txt").write_text(probe)
+        ping = lab.ssh(
+            node, [shlex.join(["sh", "-c", ping_command("fab0", [FABRIC[peer]])])]
+        ).stdout
+        (OUT / f"{case}-{node}-ping.txt").write_text(ping)
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    lab = Lab(say=print)
+    lab.up(2)
+    for case, fault in CASES.items():
+        lab.clear_faults()
+        if fault:
+            lab.apply_fault(fault[0], fault[1], *fault[2:])
+        record(lab, case)
+        print(f"recorded {case}")
+    lab.clear_faults()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Run the real suite in a subprocess (pytester) and read what each test did from JUnit XML."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# pytester runs in a temporary directory, where pytest.ini's testpaths do not apply
+PHASE_DIRS = [str(ROOT / d) for d in ("tests_preflight", "tests_deploy", "tests_inference")]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # passed | failed | error | skipped
+    message: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    outcomes: dict[str, Outcome]  # "test_fabric.py::test_x[node1]" -> outcome
+    output: str
+
+    def red(self) -> set[str]:
+        return {t for t, o in self.outcomes.items() if o.status in ("failed", "error")}
+
+    def message(self, test: str) -> str:
+        return self.outcomes[test].message
+
+
+def run_suite(pytester: pytest.Pytester, *args: str, inventory: Path | None = None) -> SuiteRun:
+    """`pytest ARGS` from the project root's config, as an operator would run it."""
+    junit = pytester.path / "junit.xml"
+    inv = ["--inventory", str(inventory)] if inventory else []
+    result = pytester.runpytest_subprocess(
+        "-c",
+        str(ROOT / "pytest.ini"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *inv,
+        *args,
+        *PHASE_DIRS,
+    )
+    return SuiteRun(read_junit(junit), result.stdout.str())
+
+
+def read_junit(path: Path) -> dict[str, Outcome]:
+    outcomes = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        module = case.get("classname", "").rsplit(".", 1)[-1]
+        name = f"{module}.py::{case.get('name')}"
+        status, message = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            found = case.find(tag)
+            if found is not None:
+                status = "failed" if tag == "failure" else tag
+                message = (found.get("message") or "") + "\n" + (found.text or "")
+        outcomes[name] = Outcome(status, message, float(case.get("time", "0")))
+    return outcomes

@@ -1,0 +1,69 @@
+"""Host identity and Docker engine parsers and judges on recorded outputs."""
+
+from pathlib import Path
+
+import pytest
+
+from infergate.checks.facts import ProbeError, docker_of, identity_of, memory_of
+from infergate.checks.host import check_docker_engine, check_identity, parse_docker_version
+from infergate.checks.probe import Section, parse_sections
+
+DATA = Path(__file__).parent / "data"
+
+
+def sections(name: str):
+    return parse_sections((DATA / name).read_text())
+
+
+def test_lab_node_identity():
+    ident = identity_of(sections("lab/healthy-node2-probe.txt"))
+    assert ident.hostname == "node2"
+    assert ident.kernel.startswith("Linux 6.18")
+    assert ident.os == "Debian GNU/Linux 12 (bookworm)"
+    assert check_identity(ident.hostname, ident.kernel, {"node1": "node1"}) == []
+
+
+def test_cloned_hostname_is_named():
+    (problem,) = check_identity("spark", "Linux 6.11", {"spark2": "spark", "spark3": "other"})
+    assert problem.found == "hostname 'spark', the same as spark2"
+    assert "hostnamectl set-hostname" in problem.remedy
+
+
+def test_running_engine_passes():
+    engine = docker_of(sections("lab/healthy-node1-probe.txt"))
+    assert engine.client == "28.2.2"
+    assert engine.server
+    assert engine.server.startswith("20.10")
+    assert check_docker_engine(engine) == []
+
+
+def test_stopped_engine_quotes_the_cli_and_says_how_to_start_it():
+    engine = docker_of(sections("lab/docker-stopped-node2-probe.txt"))
+    assert engine.server is None
+    (problem,) = check_docker_engine(engine)
+    assert problem.found.startswith("docker CLI 28.2.2 but no engine answered: Cannot connect")
+    assert "node2/docker.sock" in problem.found
+    assert "systemctl start docker" in problem.remedy
+
+
+def test_missing_cli_says_install():
+    engine = parse_docker_version(
+        (DATA / "controller/docker-version-not-installed.txt").read_text()
+    )
+    (problem,) = check_docker_engine(engine)
+    assert problem.found == "no docker CLI (/bin/sh: 1: docker: not found)"
+
+
+def test_memory_held_in_a_node_cgroup_is_read_from_its_walk():
+    memory = memory_of(sections("lab/memory-held-node1-probe.txt"))
+    node = memory.tightest_cgroup
+    assert node is not None
+    assert node.path == "/infergate-lab/node1"
+    assert node.limit == 6 * 1024**3
+    assert memory.usable < 2 * 1024**3 < memory.available
+
+
+def test_failed_section_is_a_probe_error_naming_it():
+    broken = {"meminfo": Section(1, "cat: /proc/meminfo: Permission denied")}
+    with pytest.raises(ProbeError, match="`meminfo` failed on the node \\(exit 1\\): cat: "):
+        memory_of(broken)
