@@ -36,8 +36,7 @@ def preflight_seconds() -> float:
         "-q",
         "-p",
         "no:cacheprovider",
-        "--inventory",
-        LAB_INVENTORY,
+        f"--inventory={LAB_INVENTORY}",  # =: a separate path outside the project moves rootdir
     ]
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)

@@ -20,10 +20,11 @@ def test_fabric_peers_answer_ping(peer_pings, node):
 
 
 @pytest.mark.xdist_group("cluster")
-def test_fabric_mtu_equal_on_every_node(cluster_probe, inventory):
+def test_fabric_mtu_equal_on_every_node(probes, inventory):
     """The fabric MTU is the same on every node (and the planned one), so large transfers pass.
     A node without its fabric interface is the interface test's finding, not this one's."""
-    seen = {n.name: read_fact(n, cluster_probe[n.name], interfaces_of) for n in inventory.nodes}
+    every = probes.every()
+    seen = {n.name: read_fact(n, every[n.name], interfaces_of) for n in inventory.nodes}
     mtus = {
         n.name: seen[n.name][n.fabric.interface].mtu
         for n in inventory.nodes

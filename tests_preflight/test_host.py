@@ -6,13 +6,14 @@ from infergate.checks.facts import identity_of
 from infergate.checks.host import check_docker_engine, check_identity
 
 
-def test_ssh_reachable_facts_gathered(identity, node, inventory, cluster_probe):
+def test_ssh_reachable_facts_gathered(identity, node, inventory, probes):
     """I can reach every node over SSH and read its hostname, kernel and OS; no two nodes
     share a hostname."""
+    seen = probes.every()
     others = {
-        peer.name: read_fact(peer, cluster_probe[peer.name], identity_of).hostname
+        peer.name: read_fact(peer, seen[peer.name], identity_of).hostname
         for peer in inventory.peers(node)
-        if not isinstance(cluster_probe[peer.name], Exception)
+        if not isinstance(seen[peer.name], Exception)
     }
     fail_on(node, check_identity(identity.hostname, identity.kernel, others))
 

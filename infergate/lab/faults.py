@@ -8,7 +8,6 @@ recorded as undo["pid"]/["start"] so that `down` can end it without knowing the 
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,7 +60,7 @@ _HOG = "import signal, sys; held = b'\\1' * int(sys.argv[1]); signal.pause()"
 
 def _hold_memory(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     size = int(float(args[0]) * 2**30)
-    argv = [*lab.nsenter(spec), sys.executable, "-c", _HOG, str(size)]
+    argv = [*lab.nsenter(spec), "/usr/bin/python3", "-c", _HOG, str(size)]
     proc = Proc.of(launch(argv, lab.cgroups.procs_file(spec), spec.log("hold-memory")))
     _wait_resident(lab, spec, proc, size)
     return {"pid": proc.pid, "start": proc.start}

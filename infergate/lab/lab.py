@@ -95,6 +95,9 @@ class Lab:
             del state.nodes[rec.name]
             state.save()
             self.say(f"{rec.name}: removed")
+        remaining = [L.spec_named(name) for name in state.nodes]
+        for rec in records:
+            net.forget(L.spec_named(rec.name), remaining)
 
     def down(self) -> None:
         """Remove everything `up` made, as recorded; a no-op when nothing is recorded."""

@@ -94,6 +94,11 @@ class NodeSpec:
         return self.data_dir / "models"
 
     @property
+    def home_dir(self) -> Path:
+        """Root's home inside the node."""
+        return self.data_dir / "home-root"
+
+    @property
     def host_key(self) -> Path:
         return self.data_dir / "ssh_host_ed25519_key"
 

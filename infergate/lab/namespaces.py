@@ -17,7 +17,9 @@ from infergate.lab.layout import NodeSpec
 from infergate.lab.shell import LabError, mounted, run
 from infergate.lab.state import LabState, NodeRecord
 
-# Runs inside the node's fresh namespaces: $1 hostname, $2 an empty scratch dir, $3 models.
+# Runs inside the node's fresh namespaces: $1 hostname, $2 an empty scratch dir, $3 models,
+# $4 root's home: a node has its own, not the controller's (whose shell start-up files,
+# such as a pyenv init, would run on every SSH command and make the node unlike a server).
 _NODE_SETUP = r"""set -e
 hostname "$1"
 mount --rbind /sys/fs/cgroup "$2"
@@ -25,6 +27,7 @@ umount -l /sys
 mount -t sysfs -o nosuid,nodev,noexec sysfs /sys
 mount --move "$2" /sys/fs/cgroup
 mount --bind "$3" /srv/models
+mount --bind "$4" /root
 umount -l /run/netns 2>/dev/null || true  # absent when nothing made it a mount
 umount -l /run/infergate-lab/ns
 """
@@ -64,6 +67,7 @@ def ensure_node_dirs(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
             rec.dirs.append(str(d))
             state.save()
     spec.models_dir.mkdir(exist_ok=True)
+    spec.home_dir.mkdir(mode=0o700, exist_ok=True)
 
 
 def ensure_node_ns(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
@@ -82,6 +86,7 @@ def ensure_node_ns(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
         "nsenter", f"--net={spec.netns_path}", "unshare", f"--mount={spec.mnt_ns}",
         f"--uts={spec.uts_ns}", "--propagation", "slave",
         "sh", "-c", _NODE_SETUP, "sh", spec.name, str(scratch), str(spec.models_dir),
+        str(spec.home_dir),
     ])  # fmt: skip
 
 

@@ -131,3 +131,12 @@ def delete_link(link: Link) -> None:
 def delete_netns(name: str) -> None:
     if netns_exists(name):
         ip("", "netns", "del", name)
+
+
+def forget(gone: NodeSpec, remaining: list[NodeSpec]) -> None:
+    """Drop a removed node's addresses from the other nodes' and the host's ARP caches, so a
+    node made again later under the same address (with a new MAC) is reached at once."""
+    ip("", "neigh", "flush", "to", gone.mgmt_ip, check=False)
+    for spec in remaining:
+        for address in (gone.mgmt_ip, gone.fabric_ip):
+            ip(spec.netns, "neigh", "flush", "to", address, check=False)

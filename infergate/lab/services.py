@@ -11,7 +11,7 @@ from infergate.lab import docker, sshd
 from infergate.lab.cgroups import Cgroups
 from infergate.lab.layout import NodeSpec
 from infergate.lab.namespaces import nsenter
-from infergate.lab.procs import Proc, stop
+from infergate.lab.procs import Proc, stop_tree
 from infergate.lab.shell import LabError, launch
 from infergate.lab.state import LabState
 
@@ -82,8 +82,8 @@ def _not_ready(spec: NodeSpec, name: str, how: str) -> str:
 
 
 def stop_service(state: LabState, spec: NodeSpec, name: str) -> None:
-    """Stop one service as `systemctl stop` would: the main process (sshd's open sessions
-    stay, as with KillMode=process), waiting until it is gone."""
+    """Stop one service with everything it runs, as a crash or `systemctl kill` would: for
+    sshd that ends open sessions too, so a multiplexed SSH master cannot outlive the fault."""
     proc = running(state, spec, name)
     if proc:
-        stop([proc], deadline_s=15.0)
+        stop_tree(proc, deadline_s=15.0)
