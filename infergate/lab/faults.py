@@ -10,28 +10,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from infergate.lab import docker, net, services
+from infergate.lab import docker, faults_plan, net, services
+from infergate.lab.fault_kind import FaultKind, Undo, end_process
 from infergate.lab.layout import NodeSpec
 from infergate.lab.procs import Proc, stop
 from infergate.lab.shell import LabError, launch
 
 if TYPE_CHECKING:
     from infergate.lab.lab import Lab
-
-Undo = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class FaultKind:
-    name: str
-    args: tuple[str, ...]  # names of the arguments after NODE, for usage and checking
-    help: str
-    apply: Callable[[Lab, NodeSpec, list[str]], Undo]
-    clear: Callable[[Lab, NodeSpec, Undo], None]
 
 
 def _link_down(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
@@ -89,10 +78,6 @@ def _rss(proc: Proc) -> int:
     return int(line.split()[1]) * 1024
 
 
-def _end_process(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
-    stop([Proc(undo["pid"], undo["start"])])
-
-
 def _stopper(name: str) -> Callable[[Lab, NodeSpec, list[str]], Undo]:
     def apply(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
         services.stop_service(lab.state, spec, name)
@@ -115,7 +100,8 @@ def _foreign_container(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     if not docker.image_present(spec):
         docker.make_image(spec)
     cid = docker.docker(
-        spec, "run", "-d", "--network", "host", "--tmpfs", f"/hold:size={mib + 16}m",
+        spec, "run", "-d", "--name", "leftover-embeddings", "--network", "host",
+        "--tmpfs", f"/hold:size={mib + 16}m",
         "--label", "infergate-lab.fault=foreign-container", docker.LAB_IMAGE, "sh", "-c",
         # sleeps in the background so that `docker stop` (SIGTERM to pid 1) is obeyed at once
         f"dd if=/dev/zero of=/hold/fill bs=1M count={mib} 2>/dev/null; "
@@ -145,7 +131,7 @@ KINDS: dict[str, FaultKind] = {
             ("GIB",),
             "a process in the node holds GIB of memory",
             _hold_memory,
-            _end_process,
+            end_process,
         ),
         FaultKind("sshd-stop", (), "the node's sshd stopped", _stopper("sshd"), _starter("sshd")),
         FaultKind(
@@ -162,6 +148,7 @@ KINDS: dict[str, FaultKind] = {
             _foreign_container,
             _remove_container,
         ),
+        *faults_plan.KINDS,
     )
 }
 

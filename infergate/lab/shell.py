@@ -96,6 +96,7 @@ NEEDED = {
     "containerd": "containerd",
     "runc": "runc",
     "ping": "iputils-ping",  # the fabric checks ping inside the nodes
+    "iptables": "iptables",  # the drop-port fault
     # a node's own Python (the suite's TCP probes, the memory hog): nodes do not see the
     # controller's /root, where pyenv and the project's virtualenv interpreter live
     "/usr/bin/python3": "python3-minimal",

@@ -1,0 +1,29 @@
+"""What a fault kind is: its name, arguments, help, and the two functions that make and undo it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from infergate.lab.layout import NodeSpec
+from infergate.lab.procs import Proc, stop
+
+if TYPE_CHECKING:
+    from infergate.lab.lab import Lab
+
+Undo = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    name: str
+    args: tuple[str, ...]  # names of the arguments after NODE, for usage and checking
+    help: str
+    apply: Callable[[Lab, NodeSpec, list[str]], Undo]
+    clear: Callable[[Lab, NodeSpec, Undo], None]
+
+
+def end_process(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
+    """The clear of a fault that is a process: end it (recorded by pid and start time)."""
+    stop([Proc(undo["pid"], undo["start"])])
