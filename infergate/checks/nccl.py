@@ -1,0 +1,214 @@
+"""The rendezvous smoke: a torch.distributed all-reduce (NCCL or Gloo) under a deadline, read
+from its output: did every rank join, over which transport, at what bus bandwidth, and if
+not, which failure signature names the variable to fix (field notes (b) items 2 and 10).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from infergate.problems import Problem
+
+EXIT_TIMED_OUT = 124  # `timeout`'s exit status, also what gpu_probe.py records on its deadline
+
+
+@dataclass(frozen=True)
+class AllReduce:
+    world: int
+    nbytes: int
+    time_ms: float
+    algbw_gbps: float
+    busbw_gbps: float  # nccl-tests' bus bandwidth: algbw * 2(n-1)/n for all-reduce
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str  # a key of SIGNATURES
+    line: str
+
+
+@dataclass(frozen=True)
+class DistRun:
+    transports: frozenset[str]  # "P2P/CUMEM", "NET/Socket", "NET/IB/GDRDMA", "SHM/direct/direct"
+    allreduce: AllReduce | None
+    failures: tuple[Failure, ...]
+    exit_code: int | None  # the `exit=N` line the recorders append; None: not recorded
+    ranks_ok: frozenset[int]
+    nccl_env: dict[str, str]  # "NCCL_SOCKET_IFNAME set by environment to ib9"
+    ib_no_device: bool  # "NET/IB : No device found."
+    tail: tuple[str, ...]  # the last lines, for the failure message
+
+
+# kind -> (pattern, variable to fix, remedy); most specific first.
+SIGNATURES: dict[str, tuple[re.Pattern[str], str, str]] = {
+    "nccl-no-interface": (
+        re.compile(r"no socket interface found"),
+        "NCCL_SOCKET_IFNAME",
+        "set NCCL_SOCKET_IFNAME to the fabric interface (`ip -br addr` on each node shows it "
+        "with its address), the same variable on every rank",
+    ),
+    "gloo-no-address": (
+        re.compile(r"Unable to find address for: ?(\S*)"),
+        "GLOO_SOCKET_IFNAME",
+        "set GLOO_SOCKET_IFNAME to the fabric interface (`ip -br addr`), on every rank",
+    ),
+    "timeout": (
+        re.compile(
+            r"Watchdog caught collective operation timeout|DistStoreError|"
+            r"Timed out after \d+ seconds|timed out after \d+ s"
+        ),
+        "NCCL_SOCKET_IFNAME",
+        "a rank never joined: start all ranks with one --dist-init-addr/MASTER_ADDR on the "
+        "fabric, pin NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the fabric interface and "
+        "NCCL_IB_HCA to its HCAs on every node, and check the port: `nc -zv HEAD PORT`",
+    ),
+    "nccl-error": (
+        re.compile(r"DistBackendError: (.*)|NCCL WARN (.*)"),
+        "NCCL_DEBUG",
+        "rerun with NCCL_DEBUG=INFO and read the WARN lines; check NCCL_SOCKET_IFNAME and "
+        "NCCL_IB_HCA name this node's fabric interface and HCAs",
+    ),
+}
+_GENERIC = "nccl-error"
+_VIA = re.compile(r"\svia (\S+)")
+_ALLREDUCE = re.compile(
+    r"world=(\d+) bytes=(\d+) time_ms=([\d.]+) algbw_GBps=([\d.]+) busbw_GBps=([\d.]+)"
+)
+_ENV = re.compile(r"NCCL INFO (\w+) set by environment to (\S+?)\.?$")
+
+
+def _transport(via: str) -> str:
+    """``NET/IB/0/GDRDMA`` -> ``NET/IB/GDRDMA``, ``NET/Socket/0`` -> ``NET/Socket``."""
+    return "/".join(p for p in via.split("/") if not re.fullmatch(r"\d+(\(\d+\))?", p))
+
+
+def parse_torchrun_log(text: str) -> DistRun:
+    """Parse the output of `torchrun --nproc-per-node N worker.py` (all ranks, stdout and
+    stderr together, NCCL_DEBUG=INFO where transports matter), as gpu_probe.py records it.
+
+    Sample lines: ``vm:781:781 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via
+    NET/Socket/0``; ``world=2 bytes=1073741824 time_ms=3.32 algbw_GBps=323.8
+    busbw_GBps=323.8``; ``exit=1``
+    """
+    lines = text.splitlines()
+    exits = re.findall(r"^exit=(\d+)\s*$", text, re.MULTILINE)
+    return DistRun(
+        transports=frozenset(_transport(m) for m in _VIA.findall(text)),
+        allreduce=_allreduce(text),
+        failures=_failures(lines),
+        exit_code=int(exits[-1]) if exits else None,
+        ranks_ok=frozenset(int(r) for r in re.findall(r"rank(\d+) ok", text)),
+        nccl_env={m[1]: m[2] for m in map(_ENV.search, lines) if m},
+        ib_no_device="NET/IB : No device found" in text,
+        tail=tuple(line for line in lines if line.strip())[-8:],
+    )
+
+
+def _allreduce(text: str) -> AllReduce | None:
+    match = _ALLREDUCE.search(text)
+    if match is None:
+        return None
+    world, nbytes, *rates = match.groups()
+    return AllReduce(int(world), int(nbytes), *map(float, rates))
+
+
+def _failures(lines: list[str]) -> tuple[Failure, ...]:
+    found: dict[str, Failure] = {}
+    for line in lines:
+        for kind, (pattern, _, _) in SIGNATURES.items():
+            if kind not in found and pattern.search(line):
+                found[kind] = Failure(kind, line.strip())
+    return tuple(found.values())
+
+
+def check_rendezvous(run: DistRun) -> list[Problem]:
+    """Every rank joined and the collective completed (exit 0); if not, the failure signature
+    found in the output names the variable to fix."""
+    if run.exit_code == 0 or (run.exit_code is None and (run.allreduce or run.ranks_ok)):
+        return []
+    specific = [f for f in run.failures if f.kind != _GENERIC]
+    problems = [_failure_problem(f, run) for f in specific or run.failures]
+    if problems:
+        return problems
+    timed_out = run.exit_code == EXIT_TIMED_OUT
+    ended = "timed out" if timed_out else f"exit {run.exit_code}"
+    return [
+        Problem(
+            found=f"{ended}: " + " | ".join(run.tail[-3:]),
+            planned=_JOINED,
+            remedy=SIGNATURES["timeout" if timed_out else _GENERIC][2],
+        )
+    ]
+
+
+_JOINED = "every rank joins and the all-reduce completes, exit 0"
+
+
+def _failure_problem(failure: Failure, run: DistRun) -> Problem:
+    _, variable, remedy = SIGNATURES[failure.kind]
+    value = run.nccl_env.get(variable)
+    setting = f" with {variable}={value}" if value else ""
+    return Problem(
+        found=f"rendezvous failed{setting}: {failure.line[:300]}",
+        planned=_JOINED,
+        remedy=remedy,
+    )
+
+
+def transport_kind(transport: str) -> str:
+    """``NET/IB/GDRDMA`` and ``NET/IBext_v8/GDRDMA`` -> ``NET/IB``; ``P2P/CUMEM`` -> ``P2P``."""
+    parts = transport.split("/")
+    if parts[0] == "NET" and len(parts) > 1:
+        return "NET/IB" if parts[1].startswith("IB") else f"NET/{parts[1]}"
+    return parts[0]
+
+
+def check_nccl_transport(run: DistRun, expected: str) -> list[Problem]:
+    """NCCL carried the all-reduce over the planned transport: "NET/IB" where the plan says
+    RDMA (NET/Socket then means RDMA was not used), "P2P" or "SHM" within one node."""
+    kinds = {transport_kind(t) for t in run.transports}
+    if expected in kinds and not (expected == "NET/IB" and "NET/Socket" in kinds):
+        return []
+    if not kinds:
+        found = "no `via` lines in the NCCL log"
+        remedy = "run the smoke with NCCL_DEBUG=INFO so NCCL names its transports"
+    else:
+        found = "NCCL used " + ", ".join(sorted(run.transports))
+        found += " (NET/IB : No device found)" if run.ib_no_device else ""
+        remedy = _TRANSPORT_REMEDY.get(expected, f"check why NCCL did not pick {expected}")
+    return [Problem(found=found, planned=f"{expected} between the ranks", remedy=remedy)]
+
+
+_TRANSPORT_REMEDY = {
+    "NET/IB": "RDMA was not used: set NCCL_IB_HCA to the fabric HCAs (`ibdev2netdev`; on a "
+    "DGX Spark list both twins of the port), unset NCCL_IB_DISABLE, give the container "
+    "`--device /dev/infiniband` (or --privileged) and `--ulimit memlock=-1`, and check "
+    "`ibv_devinfo` shows PORT_ACTIVE",
+    "P2P": "GPU peer access was not used: unset NCCL_P2P_DISABLE and check "
+    "`nvidia-smi topo -m` (NV# or PIX between the GPUs)",
+}
+
+
+def check_nccl_bandwidth(allreduce: AllReduce | None, floor_gbps: float) -> list[Problem]:
+    """The all-reduce bus bandwidth reaches the planned floor (nccl-tests' busbw; a 200G
+    RoCE port gives ~24 GB/s, ~3 GB/s is the misconfigured signature: field notes §3.6)."""
+    if allreduce is not None and allreduce.busbw_gbps >= floor_gbps:
+        return []
+    if allreduce is None:
+        found = "no bandwidth line: the all-reduce did not complete"
+    else:
+        found = (
+            f"all-reduce busbw {allreduce.busbw_gbps:g} GB/s "
+            f"({allreduce.nbytes / 2**20:.0f} MiB in {allreduce.time_ms:g} ms, "
+            f"{allreduce.world} ranks)"
+        )
+    return [
+        Problem(
+            found=found,
+            planned=f"at least {floor_gbps:g} GB/s",
+            remedy="check the transport first (NET/IB expected across nodes; NET/Socket means "
+            "RDMA is off), then NCCL_IB_HCA lists every HCA of the port, equal MTU on both "
+            "ends, and `ib_write_bw` per HCA pair",
+        )
+    ]
