@@ -3,5 +3,7 @@ pytest_plugins = [
     "fixtures.inventory",
     "fixtures.hosts",
     "fixtures.facts",
+    "fixtures.inimage",
+    "fixtures.report",
     "pytester",  # selftest runs the real suite in a subprocess
 ]

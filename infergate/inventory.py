@@ -29,6 +29,8 @@ class Ssh:
     known_hosts: str | None = None  # None: the user's ~/.ssh/known_hosts
     verify_host_key: bool = True
     jump: str | None = None  # ProxyJump: a node name of this inventory, or [user@]host[:port]
+    # "local": the node is this controller itself (testinfra's local backend, no sshd needed)
+    connection: str = "ssh"
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,21 @@ class Thresholds:
     min_mem_available_gib: float | None = None  # overrides the computed need
     command_timeout_s: float = 30.0
     connect_timeout_s: float = 5.0
+    # SGLang refuses to start when the least free memory of a TP rank is below 0.9 of a
+    # rank's own (field notes §1.3); the same ratio keeps vLLM's KV cache from shrinking
+    tp_balance_min_ratio: float = 0.9
+    # the engine's own free figure this far below MemAvailable: page cache, drop caches
+    page_cache_gap_gib: float = 10.0
+    nccl_busbw_min_gbps: float | None = None  # GB/s; a Spark pair with both HCAs: ~18
+    rendezvous_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Allow:
+    """What may run on a node beside the plan: container names and GPU process names (globs)."""
+
+    containers: tuple[str, ...] = ()
+    gpu_processes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,7 @@ class Inventory:
     model: Model
     engine: Engine
     thresholds: Thresholds
+    allow: Allow = Allow()
 
     @property
     def head(self) -> Node:
@@ -149,6 +167,13 @@ _POSITIVE = v.number_above(0, inclusive=False)
 _NON_NEGATIVE = v.number_above(0, inclusive=True)
 
 
+def _ratio(value: object, path: str) -> float:
+    ratio = _POSITIVE(value, path)
+    if ratio > 1:
+        raise InventoryError(path, f"must be a ratio in (0, 1], got {ratio:g}")
+    return ratio
+
+
 def parse_inventory(data: object) -> Inventory:
     """Build the typed inventory from loaded YAML; raise InventoryError naming the key path.
 
@@ -165,14 +190,15 @@ def parse_inventory(data: object) -> Inventory:
         model=top.need("model", _model),
         engine=top.need("engine", _engine),
         thresholds=top.get("thresholds", _thresholds, Thresholds()),
+        allow=top.get("allow", _allow, Allow()),
     )
     check_plan(inventory)
     return inventory
 
 
-_TOP_KEYS = ("name", "nodes", "fabric", "image", "model", "engine", "thresholds")
+_TOP_KEYS = ("name", "nodes", "fabric", "image", "model", "engine", "thresholds", "allow")
 _NODE_KEYS = ("name", "address", "roles", "ssh", "fabric", "gpus", "env")
-_SSH_KEYS = ("user", "port", "key", "known_hosts", "verify_host_key", "jump")
+_SSH_KEYS = ("user", "port", "key", "known_hosts", "verify_host_key", "jump", "connection")
 
 
 def _node(data: object, path: str, fabric: Fabric) -> Node:
@@ -201,6 +227,7 @@ def _ssh(data: object, path: str) -> Ssh:
         known_hosts=s.maybe("known_hosts", v.text),
         verify_host_key=s.get("verify_host_key", v.boolean, True),
         jump=s.maybe("jump", v.text),
+        connection=s.get("connection", v.choice(("ssh", "local")), "ssh"),
     )
 
 
@@ -266,7 +293,8 @@ def _engine(data: object, path: str) -> Engine:
 
 _THRESHOLD_KEYS = (
     "kv_cache_gib", "memory_headroom_gib", "min_mem_available_gib", "command_timeout_s",
-    "connect_timeout_s",
+    "connect_timeout_s", "tp_balance_min_ratio", "page_cache_gap_gib", "nccl_busbw_min_gbps",
+    "rendezvous_timeout_s",
 )  # fmt: skip
 
 
@@ -279,4 +307,16 @@ def _thresholds(data: object, path: str) -> Thresholds:
         min_mem_available_gib=s.maybe("min_mem_available_gib", _POSITIVE),
         command_timeout_s=s.get("command_timeout_s", _POSITIVE, d.command_timeout_s),
         connect_timeout_s=s.get("connect_timeout_s", _POSITIVE, d.connect_timeout_s),
+        tp_balance_min_ratio=s.get("tp_balance_min_ratio", _ratio, d.tp_balance_min_ratio),
+        page_cache_gap_gib=s.get("page_cache_gap_gib", _NON_NEGATIVE, d.page_cache_gap_gib),
+        nccl_busbw_min_gbps=s.maybe("nccl_busbw_min_gbps", _POSITIVE),
+        rendezvous_timeout_s=s.get("rendezvous_timeout_s", _POSITIVE, d.rendezvous_timeout_s),
+    )
+
+
+def _allow(data: object, path: str) -> Allow:
+    s = v.Section(data, path, ("containers", "gpu_processes"))
+    return Allow(
+        containers=s.get("containers", v.list_of(v.text), ()),
+        gpu_processes=s.get("gpu_processes", v.list_of(v.text), ()),
     )

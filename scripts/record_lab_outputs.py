@@ -11,11 +11,17 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import yaml
+
 from infergate.checks.network import ping_command
-from infergate.checks.probe import HOST_SECTIONS, probe_script
+from infergate.checks.probe import plan_sections, probe_script
+from infergate.inventory import parse_inventory
 from infergate.lab import Lab
 
-OUT = Path(__file__).resolve().parents[1] / "selftest" / "data" / "lab"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "selftest" / "data" / "lab"
+PLAN = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
+PROBE = probe_script(plan_sections(PLAN.image.ref, PLAN.model.path))
 FABRIC = {"node1": "10.252.0.11", "node2": "10.252.0.12"}
 CASES: dict[str, tuple[str, ...]] = {
     "healthy": (),
@@ -23,13 +29,15 @@ CASES: dict[str, tuple[str, ...]] = {
     "mtu-1400": ("mtu", "node2", "1400"),
     "docker-stopped": ("docker-stop", "node2"),
     "memory-held": ("hold-memory", "node1", "4"),
+    "foreign-container": ("foreign-container", "node2", "1"),
+    "port-taken": ("port-taken", "node1", "8000"),
 }
 
 
 def record(lab: Lab, case: str) -> None:
     for node, peer in (("node1", "node2"), ("node2", "node1")):
         # ssh joins its arguments into one remote command line: quote the script as one
-        probe = lab.ssh(node, [shlex.join(["sh", "-c", probe_script(HOST_SECTIONS)])]).stdout
+        probe = lab.ssh(node, [shlex.join(["sh", "-c", PROBE])]).stdout
         (OUT / f"{case}-{node}-probe.txt").write_text(probe)
         ping = lab.ssh(
             node, [shlex.join(["sh", "-c", ping_command("fab0", [FABRIC[peer]])])]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from infergate.lab import Lab
+from infergate.lab.engine import LabEngine, ensure_engine
 
 
 @pytest.fixture(scope="session")
@@ -25,5 +26,20 @@ def lab() -> Iterator[Lab]:
 @pytest.fixture
 def clean_lab(lab: Lab) -> Iterator[Lab]:
     """The lab, with every fault the test injected cleared after it."""
+    yield lab
+    lab.clear_faults()
+
+
+@pytest.fixture(scope="module")
+def engine(lab: Lab) -> LabEngine:
+    """The lab's engine image and models on every node: built once per machine (~6 min
+    cold, cached under /var/cache/infergate), then checked per module (a few seconds) since
+    a test module may have remade the lab."""
+    return ensure_engine(lab, say=print)
+
+
+@pytest.fixture
+def engine_lab(engine: LabEngine, lab: Lab) -> Iterator[Lab]:
+    """The lab with its engine, every fault the test injected cleared after it."""
     yield lab
     lab.clear_faults()

@@ -183,7 +183,7 @@ def bad_at(case_id: str, changes: list[tuple[str, object]], at: str, says: str) 
 
 
 BAD = [
-    bad("top-unknown-key", "nodez", [], "unknown key; known keys: engine, fabric, "),
+    bad("top-unknown-key", "nodez", [], "unknown key; known keys: allow, engine, fabric, "),
     bad("top-name-missing", "name", DELETE, "required key is missing"),
     bad("top-name-int", "name", 5, "expected a string, got 5 (int)"),
     bad("top-name-blank", "name", "  ", "must not be empty"),
@@ -212,7 +212,7 @@ BAD = [
         "ssh-unknown",
         "nodes[0].ssh.identity",
         "k",
-        "known keys: jump, key, known_hosts, port, user, verify_host_key",
+        "known keys: connection, jump, key, known_hosts, port, user, verify_host_key",
     ),
     bad("ssh-not-mapping", "nodes[0].ssh", "root@x", "expected a mapping"),
     bad(
@@ -390,6 +390,9 @@ BAD = [
         "jump hosts loop: node1 -> node2 -> node1",
         id="jump-loop",
     ),
+    bad("ratio-above-one", "thresholds.tp_balance_min_ratio", 1.5, "must be a ratio in (0, 1]"),
+    bad_at("allow-unknown", [("allow", {"pods": []})], "allow.pods", "known keys: containers, "),
+    bad_at("allow-str", [("allow", {"containers": "x"})], "allow.containers", "expected a list"),
 ]
 
 

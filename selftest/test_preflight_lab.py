@@ -1,104 +1,251 @@
 """The real preflight against the real lab: green when healthy, and each fault injected for
-real turns exactly the tests that should see it red, naming the right node."""
+real turns exactly the tests that should see it red, naming the right node.
+
+Host-level faults run `-m "preflight and not image"` (seconds); the faults the planned
+image must see (its flags, its rendezvous) run the in-image tests too."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
+import yaml
 
-from selftest.suite import SuiteRun, run_suite
+from selftest.suite import ROOT, SuiteRun, run_suite
 
-pytestmark = pytest.mark.lab
+# the first test may wait for the engine to be built (cold: ~6 min): past the 600 s backstop
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 
-HOST = "test_host.py::"
-FABRIC = "test_fabric.py::"
-MEMORY = "test_memory.py::"
+MODEL_FILE = "SmolLM2-135M-Instruct/model.safetensors"
+IMAGE = "infergate-lab/vllm-cpu:0.32.0"
+NODES = ("node1", "node2")
 PER_NODE = (
-    HOST + "test_ssh_reachable_facts_gathered",
-    HOST + "test_docker_engine_answers",
-    FABRIC + "test_fabric_interface_up_with_planned_address",
-    FABRIC + "test_fabric_peers_answer_ping",
-    MEMORY + "test_memory_available_for_plan",
+    "test_host.py::test_ssh_reachable_facts_gathered",
+    "test_host.py::test_docker_engine_answers",
+    "test_fabric.py::test_fabric_interface_up_with_planned_address",
+    "test_fabric.py::test_fabric_peers_answer_ping",
+    "test_memory.py::test_memory_available_for_plan",
+    "test_containers.py::test_no_foreign_containers",
+    "test_model.py::test_model_files_present",
+    "test_engine.py::test_engine_env_names_exist_on_node",
 )
-MTU = FABRIC + "test_fabric_mtu_equal_on_every_node"
-DIST_INIT = FABRIC + "test_dist_init_port_reachable_from_every_node"
-CLUSTER = (MTU, DIST_INIT)
+IN_IMAGE_PER_NODE = (
+    "test_in_image.py::test_model_architecture_supported_by_image",
+    "test_in_image.py::test_engine_flags_accepted_by_image",
+    "test_in_image.py::test_no_stray_nccl_conf_in_image",
+)
+MTU = "test_fabric.py::test_fabric_mtu_equal_on_every_node"
+DIST_INIT = "test_fabric.py::test_dist_init_port_reachable_from_every_node"
+BALANCE = "test_memory.py::test_memory_balanced_across_nodes"
+IMAGE_ID = "test_image.py::test_image_same_id_on_every_node"
+MODEL_SAME = "test_model.py::test_model_same_files_and_sizes_on_every_node"
+MODEL_CONTENT = "test_model.py::test_model_content_identical_on_every_node"
+PINNED = "test_engine.py::test_engine_env_pins_the_fabric"
+PORTS = "test_engine.py::test_engine_ports_free_on_head"
+CLUSTER = (MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, PINNED, PORTS)
+RENDEZVOUS = "test_in_image.py::test_rendezvous_all_reduce_across_nodes"
+PARITY = "test_parity.py::test_stack_identical_on_every_node"
+HOST_ONLY = ("-m", "preflight and not image")
 
 
-def preflight(pytester: pytest.Pytester, *args: str) -> SuiteRun:
-    return run_suite(pytester, "-m", "preflight", *args)
+def on(test: str, *nodes: str) -> set[str]:
+    return {f"{test}[{n}]" for n in nodes}
 
 
-def every_test(nodes: tuple[str, ...] = ("node1", "node2")) -> set[str]:
-    return {f"{t}[{n}]" for t in PER_NODE for n in nodes} | set(CLUSTER)
+def ran(run: SuiteRun) -> set[str]:
+    return {t for t, o in run.outcomes.items() if o.status != "skipped"}
 
 
-def test_healthy_lab_all_green(clean_lab, pytester):
-    run = preflight(pytester)
-    assert set(run.outcomes) == every_test(), run.output
+def host_level(pytester, *args: str) -> SuiteRun:
+    return run_suite(pytester, *HOST_ONLY, *args)
+
+
+def with_plan(tmp_path: Path, change) -> Path:
+    """A copy of the lab plan with one change: a wrong plan is a fault too."""
+    plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    change(plan)
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+# --- healthy ------------------------------------------------------------------------------
+
+
+def test_healthy_lab_all_green_with_the_image(engine_lab, pytester):
+    run = run_suite(pytester, "-m", "preflight")
+    every = {f"{t}[{n}]" for t in PER_NODE + IN_IMAGE_PER_NODE for n in NODES}
+    assert ran(run) == every | set(CLUSTER) | {RENDEZVOUS, PARITY}, run.output
+    assert run.red() == set(), run.output
+    assert "infergate: per-node summary" in run.output
+
+
+def test_healthy_lab_host_level_green_under_xdist(engine_lab, pytester):
+    run = host_level(pytester, "-n", "2")
+    assert ran(run) == {f"{t}[{n}]" for t in PER_NODE for n in NODES} | set(CLUSTER), run.output
     assert run.red() == set(), run.output
 
 
-def test_healthy_lab_green_under_xdist(clean_lab, pytester):
-    run = preflight(pytester, "-n", "2")
-    assert set(run.outcomes) == every_test(), run.output
-    assert run.red() == set(), run.output
+# --- host-level faults --------------------------------------------------------------------
 
 
-def test_link_down_names_the_node(clean_lab, pytester):
-    clean_lab.apply_fault("link-down", "node2")
-    run = preflight(pytester)
-    assert run.red() == {
-        FABRIC + "test_fabric_interface_up_with_planned_address[node2]",
-        FABRIC + "test_fabric_peers_answer_ping[node1]",
-        FABRIC + "test_fabric_peers_answer_ping[node2]",
-        DIST_INIT,
-    }, run.output
-    text = run.message(FABRIC + "test_fabric_interface_up_with_planned_address[node2]")
+def test_link_down_names_the_node(engine_lab, pytester):
+    engine_lab.apply_fault("link-down", "node2")
+    run = host_level(pytester)
+    interface = "test_fabric.py::test_fabric_interface_up_with_planned_address"
+    peers = "test_fabric.py::test_fabric_peers_answer_ping"
+    assert run.red() == on(interface, "node2") | on(peers, *NODES) | {DIST_INIT}, run.output
+    text = run.message(f"{interface}[node2]")
     assert "node2 (10.251.0.12)" in text
     assert "fab0 is DOWN" in text
     assert "ip link set fab0 up" in text
-    assert "node2 (10.252.0.12) answered 0 of 2 pings" in run.message(
-        FABRIC + "test_fabric_peers_answer_ping[node1]"
-    )
-    assert "node2 (10.251.0.12)" in run.message(DIST_INIT)
+    assert "node2 (10.252.0.12) answered 0 of 2 pings" in run.message(f"{peers}[node1]")
 
 
-def test_mtu_mismatch_names_the_node(clean_lab, pytester):
-    clean_lab.apply_fault("mtu", "node2", "1400")
-    run = preflight(pytester)
+def test_mtu_mismatch_names_the_node(engine_lab, pytester):
+    engine_lab.apply_fault("mtu", "node2", "1400")
+    run = host_level(pytester)
     assert run.red() == {MTU}, run.output
-    text = run.message(MTU)
-    assert "node2 (10.251.0.12)" in text
-    assert "found MTU 1400; planned MTU 1500" in text
-    assert "node1" not in text
+    assert "node2 (10.251.0.12)" in run.message(MTU)
+    assert "found MTU 1400; planned MTU 1500" in run.message(MTU)
+    assert "node1" not in run.message(MTU)
 
 
-def test_memory_held_names_the_node(clean_lab, pytester):
-    clean_lab.apply_fault("hold-memory", "node1", "4")
-    run = preflight(pytester)
-    test = MEMORY + "test_memory_available_for_plan[node1]"
-    assert run.red() == {test}, run.output
-    text = run.message(test)
-    assert "node1 (10.251.0.11)" in text
-    assert "bounded by cgroup /infergate-lab/node1" in text
-    assert "planned at least 3.1 GiB" in text
+def test_memory_held_names_the_node(engine_lab, pytester):
+    engine_lab.apply_fault("hold-memory", "node1", "4")
+    run = host_level(pytester)
+    test = "test_memory.py::test_memory_available_for_plan[node1]"
+    assert run.red() == {test, BALANCE}, run.output
+    assert "bounded by cgroup /infergate-lab/node1" in run.message(test)
+    assert "planned at least 3.1 GiB" in run.message(test)
+    assert "node1 (10.251.0.11)" in run.message(BALANCE)
+    assert "node2 (" not in run.message(BALANCE)
 
 
-def test_sshd_stopped_names_the_node_quickly(clean_lab, pytester):
-    clean_lab.apply_fault("sshd-stop", "node2")
-    run = preflight(pytester)
-    assert run.red() == every_test(("node2",)), run.output
+def test_sshd_stopped_names_the_node_quickly(engine_lab, pytester):
+    engine_lab.apply_fault("sshd-stop", "node2")
+    run = host_level(pytester)
+    needs_node2 = {MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT}
+    assert run.red() == {f"{t}[node2]" for t in PER_NODE} | needs_node2, run.output
     for test in run.red():
         assert "node2 (10.251.0.12) is unreachable over SSH" in run.message(test), test
         assert run.outcomes[test].seconds < 10, (test, run.outcomes[test].seconds)
 
 
-def test_docker_stopped_names_the_node(clean_lab, pytester):
-    clean_lab.apply_fault("docker-stop", "node2")
-    run = preflight(pytester)
-    test = HOST + "test_docker_engine_answers[node2]"
-    assert run.red() == {test}, run.output
-    text = run.message(test)
+def test_docker_stopped_names_the_node(engine_lab, pytester):
+    engine_lab.apply_fault("docker-stop", "node2")
+    run = host_level(pytester)
+    docker = "test_host.py::test_docker_engine_answers[node2]"
+    containers = "test_containers.py::test_no_foreign_containers[node2]"
+    assert run.red() == {docker, containers, IMAGE_ID}, run.output
+    assert "no engine answered" in run.message(docker)
+    assert "systemctl start docker" in run.message(docker)
+    for test in (containers, IMAGE_ID):
+        assert "node2 (10.251.0.12)" in run.message(test)
+        assert "Cannot connect to the Docker daemon" in run.message(test)
+
+
+def test_foreign_container_is_named_with_its_memory(engine_lab, pytester):
+    engine_lab.apply_fault("foreign-container", "node2", "1")
+    run = host_level(pytester)
+    test = "test_containers.py::test_no_foreign_containers[node2]"
+    assert run.red() == {test, BALANCE}, run.output
+    assert "container leftover-embeddings (image iglab/busybox" in run.message(test)
+    assert "holding 1.0 GiB" in run.message(test)
+    assert "node2 (10.251.0.12)" in run.message(BALANCE)
+
+
+def test_taken_api_port_on_the_head_is_named(engine_lab, pytester):
+    engine_lab.apply_fault("port-taken", "node1", "8000")
+    run = host_level(pytester)
+    assert run.red() == {PORTS}, run.output
+    assert "node1 (10.251.0.11)" in run.message(PORTS)
+    assert "TCP 8000 (API server) already taken" in run.message(PORTS)
+
+
+def test_dropped_dist_init_port_is_named(engine_lab, pytester):
+    engine_lab.apply_fault("drop-port", "node1", "29501")
+    run = host_level(pytester)
+    assert run.red() == {DIST_INIT}, run.output
+    assert "node2 (10.251.0.12)" in run.message(DIST_INIT)
+    assert "TCP to 10.252.0.11:29501 failed: error TimeoutError" in run.message(DIST_INIT)
+
+
+def test_missing_shard_is_named(engine_lab, pytester):
+    engine_lab.apply_fault("shard-missing", "node2", MODEL_FILE)
+    run = host_level(pytester)
+    files = "test_model.py::test_model_files_present[node2]"
+    assert run.red() == {files, MODEL_SAME}, run.output
+    assert "weight file(s) missing" in run.message(files)
+    assert "node2 (10.251.0.12)" in run.message(MODEL_SAME)
+
+
+@pytest.mark.parametrize("tier", ["cached", "full"])
+def test_flipped_byte_with_size_and_mtime_kept_is_caught(engine_lab, pytester, tier):
+    host_level(pytester)  # fills the nodes' hash caches with the good content
+    engine_lab.apply_fault("shard-corrupt", "node2", MODEL_FILE)
+    run = host_level(pytester, f"--model-hash={tier}")
+    assert run.red() == {MODEL_CONTENT}, run.output
+    text = run.message(MODEL_CONTENT)
     assert "node2 (10.251.0.12)" in text
-    assert "no engine answered" in text
-    assert "systemctl start docker" in text
+    assert "model.safetensors sha256" in text
+    assert "node1 (" not in text  # the plan's manifest says which node is right
+
+
+def test_image_missing_on_one_node_gives_the_copy_command(engine_lab, pytester):
+    engine_lab.apply_fault("image-missing", "node2", IMAGE)
+    run = host_level(pytester)
+    assert run.red() == {IMAGE_ID}, run.output
+    text = run.message(IMAGE_ID)
+    assert f"found image {IMAGE} missing" in text
+    assert (
+        f"ssh -p 22 root@10.251.0.11 docker save {IMAGE} | ssh -p 22 root@10.251.0.12 docker load"
+        in text
+    )
+
+
+def test_image_different_on_one_node_is_named(engine_lab, pytester):
+    engine_lab.apply_fault("image-different", "node2", IMAGE)
+    run = host_level(pytester)
+    assert run.red() == {IMAGE_ID}, run.output
+    assert "node2 (10.251.0.12)" in run.message(IMAGE_ID)
+    assert "node1 (" not in run.message(IMAGE_ID)
+
+
+# --- what the image itself must see -------------------------------------------------------
+
+
+def test_flag_of_the_other_engine_is_named(engine_lab, pytester, tmp_path):
+    plan = with_plan(
+        tmp_path, lambda p: p["engine"]["flags"].extend(["--mem-fraction-static", "0.8"])
+    )
+    run = run_suite(pytester, "-m", "preflight and image", inventory=plan)
+    flags = on("test_in_image.py::test_engine_flags_accepted_by_image", *NODES)
+    assert run.red() == flags, run.output
+    assert "vllm in the image rejects --mem-fraction-static: it is a SGLang flag" in run.message(
+        "test_in_image.py::test_engine_flags_accepted_by_image[node1]"
+    )
+
+
+def test_wrong_gloo_interface_fails_on_the_node_and_in_the_rendezvous(
+    engine_lab, pytester, tmp_path
+):
+    plan = with_plan(tmp_path, lambda p: p["engine"]["env"].update(GLOO_SOCKET_IFNAME="fab1"))
+    run = run_suite(pytester, "-m", "preflight", inventory=plan)
+    names = on("test_engine.py::test_engine_env_names_exist_on_node", *NODES)
+    assert run.red() == names | {RENDEZVOUS}, run.output
+    assert "GLOO_SOCKET_IFNAME=fab1: no interface fab1" in run.message(f"{sorted(names)[0]}")
+    assert "Unable to find address for: fab1" in run.message(RENDEZVOUS)
+
+
+@pytest.mark.parametrize(
+    ("fault", "args"), [("drop-port", ("node1", "29501")), ("link-down", ("node2",))]
+)
+def test_rendezvous_turns_red_within_its_deadline(engine_lab, pytester, fault, args):
+    engine_lab.apply_fault(fault, *args)
+    start = time.monotonic()
+    run = run_suite(pytester, "-m", "preflight and image")
+    assert RENDEZVOUS in run.red(), run.output
+    assert "node2 (10.251.0.12)" in run.message(RENDEZVOUS)
+    assert time.monotonic() - start < 30 + 180  # the lab's deadline + the import allowance

@@ -6,11 +6,30 @@ permission error), so one missing tool fails the checks that need it and no othe
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
+from infergate.checks.containers import Container, parse_docker_ps_json, parse_docker_stats_json
+from infergate.checks.cuda import (
+    compat_on_loader_path,
+    parse_ldconfig_libcuda,
+    parse_ls_compat,
+    parse_proc_driver_version,
+)
+from infergate.checks.gpu import (
+    Gpu,
+    GpuProcess,
+    SmiTable,
+    parse_nvidia_smi_compute_apps,
+    parse_nvidia_smi_query_gpu,
+    parse_nvidia_smi_table,
+)
 from infergate.checks.host import DockerEngine, parse_docker_version, parse_os_release
+from infergate.checks.image import parse_image_id
 from infergate.checks.memory import MemoryFacts, memory_facts
+from infergate.checks.model import FileStat, parse_find_files, parse_safetensors_index
 from infergate.checks.network import Interface, parse_ip_addr_json
+from infergate.checks.ports import Listening, parse_ss_listening
 from infergate.checks.probe import Section
 
 Sections = dict[str, Section]
@@ -68,3 +87,84 @@ def docker_of(sections: Sections) -> DockerEngine:
     """The Docker engine as the CLI sees it; a failing section is a finding, not an error."""
     section = sections.get("docker-version", Section(127, "(section missing)"))
     return parse_docker_version(section.text)
+
+
+def image_id_of(sections: Sections) -> str | None:
+    """The planned image's ID on the node, None when absent; a dead engine is an error."""
+    section = sections.get("image-id", Section(127, "(section missing)"))
+    if section.rc != 0 and "No such image" not in section.text:
+        raise ProbeError(f"`docker image inspect` failed on the node: {section.text.strip()[:300]}")
+    return parse_image_id(section.text, section.rc)
+
+
+def containers_of(sections: Sections) -> tuple[list[Container], dict[str, int]]:
+    """Running containers and the memory each holds (bytes)."""
+    containers = parse_docker_ps_json(section_text(sections, "containers"))
+    return containers, parse_docker_stats_json(section_text(sections, "container-memory"))
+
+
+def listening_of(sections: Sections) -> list[Listening]:
+    return parse_ss_listening(section_text(sections, "listening"))
+
+
+def rdma_devices_of(sections: Sections) -> set[str]:
+    return set(section_text(sections, "rdma-devices").split())
+
+
+@dataclass(frozen=True)
+class ModelDir:
+    files: dict[str, FileStat] | None  # None: no such directory
+    shards: set[str] | None  # None: no index (a single-file model)
+    config_error: str | None
+
+
+def model_of(sections: Sections) -> ModelDir:
+    files_section = sections.get("model-files", Section(127, "(section missing)"))
+    files = parse_find_files(files_section.text) if files_section.rc == 0 else None
+    index = sections.get("model-index", Section(1, ""))
+    config = sections.get("model-config", Section(1, "(section missing)"))
+    try:
+        shards = parse_safetensors_index(index.text) if index.rc == 0 else None
+    except ValueError as e:  # json.JSONDecodeError is a ValueError
+        raise ProbeError(f"model.safetensors.index.json does not parse: {e}") from None
+    return ModelDir(files, shards, _config_error(config))
+
+
+def _config_error(config: Section) -> str | None:
+    if config.rc != 0:
+        return config.text.strip()[:200] or "cannot read config.json"
+    try:
+        doc = json.loads(config.text)
+    except ValueError as e:
+        return f"not JSON: {e}"
+    return None if isinstance(doc, dict) else "not a JSON object"
+
+
+def gpus_of(sections: Sections) -> list[Gpu]:
+    """The node's GPUs from `nvidia-smi --query-gpu`; no nvidia-smi is a ProbeError."""
+    return parse_nvidia_smi_query_gpu(section_text(sections, "gpu-query"))
+
+
+def gpu_apps_of(sections: Sections) -> list[GpuProcess]:
+    return parse_nvidia_smi_compute_apps(section_text(sections, "gpu-apps"))
+
+
+def smi_table_of(sections: Sections) -> SmiTable:
+    return parse_nvidia_smi_table(section_text(sections, "nvidia-smi"))
+
+
+@dataclass(frozen=True)
+class CompatLibs:
+    host_driver: str
+    compat_driver: str | None  # the libcuda version in /usr/local/cuda/compat, if any
+    on_path: bool  # the loader resolves libcuda from there
+
+
+def compat_libs_of(sections: Sections) -> CompatLibs:
+    compat = sections.get("cuda-compat", Section(2, ""))
+    ldconfig = sections.get("ldconfig-cuda", Section(1, ""))
+    return CompatLibs(
+        host_driver=parse_proc_driver_version(section_text(sections, "driver-version")),
+        compat_driver=parse_ls_compat(compat.text) if compat.rc == 0 else None,
+        on_path=compat_on_loader_path(parse_ldconfig_libcuda(ldconfig.text)),
+    )

@@ -22,13 +22,13 @@ class CgroupMemory:
     path: str
     limit: int | None  # bytes; None: no limit at this level
     usage: int
-    inactive_file: int  # reclaimable page cache the kernel drops before failing an allocation
+    file_cache: int  # page cache (active + inactive file) the kernel reclaims before failing
 
     @property
     def headroom(self) -> int | None:
         if self.limit is None:
             return None
-        return self.limit - (self.usage - self.inactive_file)
+        return self.limit - (self.usage - self.file_cache)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def parse_meminfo(text: str) -> dict[str, int]:
 
 
 def parse_cgroup_memory(text: str) -> tuple[CgroupMemory, ...]:
-    """Parse the probe's cgroup walk: one `path limit usage inactive_file` line per level.
+    """Parse the probe's cgroup walk: one `path limit usage file_cache` line per level.
 
     Sample line (cgroup v1, no limit): ``/ 9223372036854771712 336912384 0``
     """
@@ -109,3 +109,31 @@ def check_memory_available(facts: MemoryFacts, needed_gib: float) -> list[Proble
             "`sync; echo 3 > /proc/sys/vm/drop_caches` for page cache",
         )
     ]
+
+
+def check_tp_balance(usable: dict[str, int], min_ratio: float) -> dict[str, list[Problem]]:
+    """The least-provided node has at least `min_ratio` of the best-provided node's memory.
+
+    SGLang raises "The memory capacity is unbalanced. Some GPUs may be occupied by other
+    processes" at init_torch_distributed below 0.9 (field notes §1.3); vLLM starts, but
+    sizes every rank's KV cache to the smallest. A leftover 12 GB on one Spark breaks it.
+    """
+    if len(usable) < 2:
+        return {}
+    best = max(usable, key=lambda n: usable[n])
+    floor = usable[best] * min_ratio
+    return {
+        node: [
+            Problem(
+                found=f"{gib(free)} usable, {free / usable[best]:.2f} of "
+                f"{best}'s {gib(usable[best])}",
+                planned=f"at least {min_ratio:g} of the best node (SGLang refuses to start below "
+                "0.9: 'memory capacity is unbalanced')",
+                remedy="something on this node holds memory the others do not: stop it "
+                "(`docker ps`, `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
+                "--format=csv`)",
+            )
+        ]
+        for node, free in usable.items()
+        if free < floor
+    }

@@ -103,3 +103,41 @@ def check_dial(text: str, address: str, port: int) -> list[Problem]:
             f"`ufw status`) and the route: `ip route get {address}`",
         )
     ]
+
+
+@dataclass(frozen=True)
+class Listening:
+    address: str
+    port: int
+    process: str  # `users:(("sshd",pid=7,fd=3))` when ss may show it, else ""
+
+
+def parse_ss_listening(text: str) -> list[Listening]:
+    """Parse `ss -Htlnp` (listening TCP sockets, no header).
+
+    Sample line: ``LISTEN 0 128 0.0.0.0:22 0.0.0.0:* users:(("sshd",pid=812,fd=3))``
+    """
+    sockets = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0] == "LISTEN":
+            address, _, port = parts[3].rpartition(":")
+            if port.isdigit():
+                sockets.append(Listening(address, int(port), " ".join(parts[5:])))
+    return sockets
+
+
+def check_ports_free(listening: list[Listening], planned: dict[int, str]) -> list[Problem]:
+    """The ports the engine will bind on this node are free (`planned`: port -> what for)."""
+    first = {s.port: s for s in reversed(listening)}  # one socket per port (IPv4 and IPv6 alike)
+    return [
+        Problem(
+            found=f"TCP {s.port} ({planned[s.port]}) already taken on {s.address}"
+            + (f" by {s.process}" if s.process else ""),
+            planned=f"TCP {s.port} free for the engine's {planned[s.port]}",
+            remedy=f"`ss -ltnp 'sport = :{s.port}'` names the process: stop it, or move "
+            "the port in the inventory (engine.api_port / engine.dist_init_port)",
+        )
+        for s in sorted(first.values(), key=lambda s: s.port)
+        if s.port in planned
+    ]

@@ -13,10 +13,14 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from infergate.checks.gpu import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
+
 SECTION_TIMEOUT_S = 8
 
 # Walk from this shell's memory cgroup up to the root, cgroup v2 (`0::`) and v1 (`memory:`)
-# alike, printing `path limit usage inactive_file` for every level that has a limit file.
+# alike, printing `path limit usage file_cache` for every level that has a limit file. The
+# file cache (active + inactive, counted over the subtree) is what the kernel reclaims
+# before it fails an allocation: an image just loaded leaves gigabytes of it.
 CGROUP_MEMORY = r"""
 line=$(grep -E '^0::|:memory:' /proc/self/cgroup | sort | tail -n 1)
 case "$line" in *:memory:*) base=/sys/fs/cgroup/memory ;; *) base=/sys/fs/cgroup ;; esac
@@ -28,8 +32,9 @@ while :; do
     lim=$(cat "$dir/memory.limit_in_bytes"); use=$(cat "$dir/memory.usage_in_bytes")
   else lim=; fi
   if [ -n "$lim" ]; then
-    inact=$(awk '$1=="inactive_file"||$1=="total_inactive_file"{print $2; exit}' "$dir/memory.stat")
-    echo "$path $lim $use ${inact:-0}"
+    cache=$(awk '$1~/^total_(in)?active_file$/{t+=$2} $1~/^(in)?active_file$/{o+=$2}
+                 END{printf "%.0f", (t ? t : o)}' "$dir/memory.stat")
+    echo "$path $lim $use ${cache:-0}"
   fi
   [ "$path" = / ] && break
   path=$(dirname "$path")
@@ -45,6 +50,38 @@ HOST_SECTIONS = (
     ("ip-addr", "ip -j addr show"),
     ("docker-version", "docker version --format '{{json .}}'"),
 )
+
+
+# exit 127 where there is no GPU; cheap enough to ask every node
+GPU_SECTIONS = (
+    ("nvidia-smi", "nvidia-smi"),
+    ("gpu-query", f"nvidia-smi --query-gpu={','.join(QUERY_GPU_FIELDS)} "
+     "--format=csv,noheader,nounits"),
+    ("gpu-apps", "nvidia-smi --query-compute-apps="
+     f"{','.join(COMPUTE_APPS_FIELDS)} --format=csv,noheader,nounits"),
+    ("driver-version", "cat /proc/driver/nvidia/version"),
+    ("cuda-compat", "ls -l /usr/local/cuda/compat"),
+    ("ldconfig-cuda", "ldconfig -p | grep libcuda"),
+)  # fmt: skip
+
+
+def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...]:
+    """The host sections, and those that read what the plan names: image, model, ports."""
+    image, model = shlex.quote(image_ref), shlex.quote(model_path)
+    return (
+        *HOST_SECTIONS,
+        ("image-id", f"docker image inspect --format '{{{{.Id}}}}' {image}"),
+        ("containers", "docker ps --no-trunc --format '{{json .}}'"),
+        # `docker stats` samples for a second: only worth it when something runs
+        ("container-memory", "[ -z \"$(docker ps -q)\" ] || docker stats --no-stream "
+         "--format '{{json .}}'"),
+        ("listening", "ss -Htlnp"),
+        *GPU_SECTIONS,
+        ("rdma-devices", "ls -1 /sys/class/infiniband 2>/dev/null || true"),
+        ("model-files", f"cd {model} && find . -type f -printf '%P\\t%s\\t%T@\\t%C@\\t%i\\n'"),
+        ("model-index", f"cat {model}/model.safetensors.index.json"),
+        ("model-config", f"cat {model}/config.json"),
+    )  # fmt: skip
 
 
 def probe_script(sections: tuple[tuple[str, str], ...], timeout_s: int = SECTION_TIMEOUT_S) -> str:

@@ -1,0 +1,212 @@
+"""In-image facts: one container per node runs scripts/in_image.py in the planned image.
+
+The container has the host's network and IPC (as the engine will), the model mounted
+read-only at its own path, the plan's environment for that node, and a label naming this
+run so that clean-up removes exactly it. Its sections say what the image's own software
+makes of the plan: versions, the model's architecture, the planned flags, a stray
+/etc/nccl.conf, and the rendezvous all-reduce across the nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from importlib.resources import files
+from typing import Any
+
+from infergate.checks.cuda import CudaVersion, parse_cuda_version, parse_cuda_version_json
+from infergate.checks.nccl import AllReduce
+from infergate.checks.probe import Section
+from infergate.inventory import Inventory
+from infergate.problems import Problem
+
+PROBE_LABEL = "infergate.preflight"
+SCRIPT = files("infergate.checks").joinpath("scripts/in_image.py").read_text()
+
+# Only to name a rejected flag: which engine it belongs to. Validation is the image's parser.
+OTHER_ENGINE_FLAGS = {
+    "sglang": {  # flags of vLLM, rejected by SGLang
+        "--language-model-only", "--tensor-parallel-size", "--pipeline-parallel-size",
+        "--gpu-memory-utilization", "--enforce-eager", "--max-model-len", "--master-addr",
+        "--headless", "--distributed-executor-backend", "--max-num-seqs",
+    },
+    "vllm": {  # flags of SGLang, rejected by vLLM
+        "--mem-fraction-static", "--tp-size", "--tp", "--dist-init-addr", "--model-path",
+        "--context-length", "--chunked-prefill-size", "--nccl-port", "--dist-timeout",
+    },
+}  # fmt: skip
+
+
+def in_image_command(
+    image: str,
+    args: list[str],
+    env: dict[str, str],
+    mounts: list[str],
+    gpus: bool,
+    label: str,
+) -> str:
+    """`docker run` of the probe script in IMAGE, keeping an NGC entrypoint (it prints the
+    CUDA compatibility banner) and clearing any other (vLLM's starts a server)."""
+    env_args = " ".join(f"-e {shlex.quote(f'{k}={v}')}" for k, v in sorted(env.items()))
+    volumes = " ".join(f"-v {shlex.quote(f'{m}:{m}:ro')}" for m in mounts)
+    run = (
+        f"docker run --rm --network host --ipc host --label {PROBE_LABEL}={shlex.quote(label)} "
+        f"{'--gpus all ' if gpus else ''}{env_args} {volumes} $ep {shlex.quote(image)} "
+        f"python3 -c {shlex.quote(SCRIPT)} {shlex.join(args)}"
+    )
+    entrypoint = (
+        f"docker image inspect --format '{{{{json .Config.Entrypoint}}}}' {shlex.quote(image)}"
+    )
+    return (
+        f'case "$({entrypoint})" in *nvidia_entrypoint*|null|"") ep= ;; '
+        f"*) ep='--entrypoint=' ;; esac\n{run}"
+    )
+
+
+def cleanup_command(label: str) -> str:
+    """Remove this run's probe containers only (a Ctrl-C can leave one behind)."""
+    found = f"docker ps -aq --filter label={PROBE_LABEL}={shlex.quote(label)}"
+    return f'ids=$({found}); [ -z "$ids" ] || docker rm -f $ids >/dev/null'
+
+
+def body(section: Section | None) -> dict[str, Any]:
+    """A section's JSON body; a missing section reads as an error saying so."""
+    if section is None:
+        return {"error": "the probe did not get this far (container failed to start?)"}
+    try:
+        doc = json.loads(section.text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": section.text.strip()[-500:] or "no output"}
+    return doc if isinstance(doc, dict) else {"error": f"unexpected {doc!r}"}
+
+
+def check_model_supported(
+    config: dict[str, Any], registry: dict[str, Any], kind: str
+) -> list[Problem]:
+    """The image's transformers reads the model's config, and its engine knows the architecture."""
+    if "error" in config:
+        return [
+            Problem(
+                found=f"the image's transformers cannot read config.json: {config['error'][:300]}",
+                planned="a transformers that knows this model type",
+                remedy="build a derived image with a newer transformers "
+                "(`FROM <image>` + `RUN pip install -U transformers`), copy it to every node "
+                "(as the seeds did for Qwen3.5: transformers 4.57 -> 5.x)",
+            )
+        ]
+    archs = config.get("architectures") or []
+    if "error" in registry:
+        return [
+            Problem(
+                found=f"cannot read the {kind} model registry: {registry['error'][:300]}",
+                planned=f"{kind} importable in the image",
+                remedy="check the engine's install in the image: `python3 -c 'import "
+                + kind.split("-")[0]
+                + "'`",
+            )
+        ]
+    unknown = [a for a in archs if a not in set(registry.get("archs", []))]
+    if not unknown:
+        return []
+    return [
+        Problem(
+            found=f"{kind} in the image does not support {', '.join(unknown)}",
+            planned=f"an engine version that serves {', '.join(archs)}",
+            remedy=f"use an image with a {kind} release that lists {unknown[0]} "
+            "(its model registry), or a model the image supports",
+        )
+    ]
+
+
+def check_flags(flags: dict[str, Any], kind: str) -> list[Problem]:
+    """Every planned flag is accepted by the engine's own parser in the image."""
+    if "error" in flags:
+        return [Problem(found=f"the {kind} parser failed: {flags['error'][:300]}",
+                        planned="the planned flags parsed by the image's engine",
+                        remedy="fix engine.flags: the error names the flag")]  # fmt: skip
+    unknown = [f for f in flags.get("unknown", []) if f.startswith("-")]
+    problems = []
+    for flag in unknown:
+        name = flag.split("=")[0]
+        owner = "vLLM" if kind == "sglang" else "SGLang"
+        theirs = name in OTHER_ENGINE_FLAGS.get("sglang" if kind == "sglang" else "vllm", set())
+        problems.append(
+            Problem(
+                found=f"{kind} in the image rejects {flag}"
+                + (f": it is a {owner} flag" if theirs else ""),
+                planned=f"every engine.flags entry accepted by {kind}",
+                remedy=f"remove {name} from engine.flags"
+                + (f" (it belongs to {owner}, not {kind})" if theirs else "")
+                + f"; `{kind} --help` in the image lists what it takes",
+            )
+        )
+    return problems
+
+
+def check_nccl_conf(nccl: dict[str, Any]) -> list[Problem]:
+    """No /etc/nccl.conf in the image overrides the plan's NCCL settings."""
+    if not nccl.get("present"):
+        return []
+    content = " ".join(str(nccl.get("content", "")).split())[:200]
+    return [
+        Problem(
+            found=f"/etc/nccl.conf in the image: {content}",
+            planned="NCCL settings from the plan's environment only",
+            remedy="remove it in a derived image (`RUN rm /etc/nccl.conf`): settings like "
+            "NCCL_IB_USE_INLINE=1 there froze SGLang's PyNccl warm-up (field notes §1.2)",
+        )
+    ]
+
+
+def check_all_reduce(result: dict[str, Any], world: int, deadline: float) -> list[Problem]:
+    """The all-reduce across every node completed within its deadline with the right sum."""
+    if "error" not in result and result.get("gloo_sum") == world:
+        return []
+    said = result.get("error") or f"sum {result.get('gloo_sum')} instead of {world}"
+    trace = str(result.get("trace", ""))
+    hint = _rendezvous_hint(said + trace)
+    return [
+        Problem(
+            found=f"Gloo all-reduce across {world} nodes failed: {said[:300]}",
+            planned=f"an all-reduce across every node within {deadline:g} s, with the plan's env",
+            remedy=hint,
+        )
+    ]
+
+
+def _rendezvous_hint(text: str) -> str:
+    if "Unable to find address for" in text or "no socket interface found" in text:
+        return (
+            "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME name an interface this node lacks: "
+            "fix engine.env"
+        )
+    if "Connection refused" in text:
+        return "the head's dist-init port refused: is something else bound there, or the head down?"
+    return (
+        "a node did not join in time: check the fabric link and firewalls between the nodes "
+        "(the dist-init TCP test above), and that every node runs this preflight's image"
+    )
+
+
+def image_cuda_version(cuda: dict[str, Any]) -> CudaVersion | None:
+    """The CUDA the image was built for: /usr/local/cuda/version.json, else $CUDA_VERSION."""
+    doc = cuda.get("version_json")
+    if isinstance(doc, dict):
+        version = parse_cuda_version_json(json.dumps(doc))
+        if version:
+            return version
+    env = cuda.get("CUDA_VERSION")
+    return parse_cuda_version(env) if isinstance(env, str) and env else None
+
+
+def expected_transport(inventory: Inventory) -> str:
+    """NET/IB where the plan names HCAs, sockets across nodes without them, P2P within one."""
+    if any(n.fabric.hcas for n in inventory.nodes):
+        return "NET/IB"
+    return "NET/Socket" if len(inventory.nodes) > 1 else "P2P"
+
+
+def nccl_allreduce(result: dict[str, Any]) -> AllReduce | None:
+    """The rendezvous's NCCL all-reduce timing, as nccl-tests reports it."""
+    doc = result.get("nccl_allreduce")
+    return AllReduce(**doc) if isinstance(doc, dict) else None

@@ -1,0 +1,152 @@
+"""Interface pinning: every interface, HCA and address the engine's environment names exists
+on the node and lies on the fabric. The seeds' TP=2 init hung forever with NCCL, Gloo and
+SGLang's ZMQ queue each picking its own interface (field notes check 2, §1.5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from ipaddress import IPv4Address, IPv4Network, ip_address
+
+from infergate.checks.network import Interface
+from infergate.problems import Problem
+
+IFNAME_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+ADDRESS_VARS = ("VLLM_HOST_IP", "SGLANG_HOST_IP")
+HCA_VAR = "NCCL_IB_HCA"
+
+
+def required_pinning(kind: str, gpus: bool, rdma: bool) -> tuple[str, ...]:
+    """The variables a multi-node plan of this engine must set so no socket picks its own way."""
+    needed = ["GLOO_SOCKET_IFNAME", "SGLANG_HOST_IP" if kind == "sglang" else "VLLM_HOST_IP"]
+    if gpus:
+        needed.append("NCCL_SOCKET_IFNAME")
+    if rdma:
+        needed.append(HCA_VAR)
+    return tuple(needed)
+
+
+def check_pinning_planned(env: Mapping[str, str], needed: tuple[str, ...]) -> list[Problem]:
+    """The plan sets every pinning variable its engine needs (a plan-only check)."""
+    missing = [v for v in needed if v not in env]
+    if not missing:
+        return []
+    return [
+        Problem(
+            found=f"engine.env lacks {', '.join(missing)}",
+            planned=f"{', '.join(needed)} pinned to the fabric",
+            remedy='add them to engine.env, e.g. GLOO_SOCKET_IFNAME: "{fabric_interface}", '
+            'VLLM_HOST_IP / SGLANG_HOST_IP: "{fabric_ip}", NCCL_IB_HCA: both HCAs of the port',
+        )
+    ]
+
+
+def check_pinning(
+    env: Mapping[str, str],
+    interfaces: Mapping[str, Interface],
+    subnet: IPv4Network,
+    hcas: set[str] | None,
+    planned_hcas: tuple[str, ...],
+) -> list[Problem]:
+    """Each name and address the node's engine environment uses exists here, on the fabric.
+    `hcas` is the node's RDMA devices (None: the node has no /sys/class/infiniband)."""
+    problems = []
+    for var in IFNAME_VARS:
+        if var in env:
+            problems += _check_ifnames(var, env[var], interfaces, subnet)
+    for var in ADDRESS_VARS:
+        if var in env:
+            problems += _check_address(var, env[var], interfaces, subnet)
+    if HCA_VAR in env:
+        problems += _check_hcas(env[HCA_VAR], hcas or set(), planned_hcas)
+    return problems
+
+
+def _on_fabric(iface: Interface, subnet: IPv4Network) -> bool:
+    return any(a.ip in subnet for a in iface.addresses)
+
+
+def _check_ifnames(
+    var: str, value: str, interfaces: Mapping[str, Interface], subnet: IPv4Network
+) -> list[Problem]:
+    if value.startswith("^"):  # an exclusion list: NCCL picks among the rest, nothing to check
+        return []
+    problems = []
+    for name in filter(None, value.split(",")):
+        exact = name.startswith("=") or var != "NCCL_SOCKET_IFNAME"  # NCCL matches prefixes
+        name = name.lstrip("=")
+        matches = [
+            i for n, i in interfaces.items() if n == name or (not exact and n.startswith(name))
+        ]
+        if not matches:
+            problems.append(
+                Problem(
+                    found=f"{var}={value}: no interface {name} "
+                    f"(present: {', '.join(sorted(interfaces))})",
+                    planned=f"{var} naming this node's fabric interface",
+                    remedy=f"set {var} to the fabric interface in engine.env "
+                    '("{fabric_interface}") or in this node\'s env',
+                )
+            )
+        elif not any(_on_fabric(i, subnet) for i in matches):
+            problems.append(
+                Problem(
+                    found=f"{var}={value}: {name} has no address in {subnet}",
+                    planned=f"{var} naming an interface on the fabric {subnet}",
+                    remedy=f"point {var} at the interface that holds the node's fabric address",
+                )
+            )
+    return problems
+
+
+def _check_address(
+    var: str, value: str, interfaces: Mapping[str, Interface], subnet: IPv4Network
+) -> list[Problem]:
+    try:
+        address = ip_address(value)
+    except ValueError:
+        address = None
+    holder = next(
+        (n for n, i in interfaces.items() if any(a.ip == address for a in i.addresses)), None
+    )
+    if isinstance(address, IPv4Address) and address in subnet and holder:
+        return []
+    found = f"{var}={value}: " + (
+        "not an IPv4 address" if not isinstance(address, IPv4Address)
+        else f"not in the fabric {subnet}" if address not in subnet
+        else "no interface of this node holds it"
+    )  # fmt: skip
+    return [
+        Problem(
+            found=found,
+            planned=f"{var} = this node's own fabric address",
+            remedy=f'set {var}: "{{fabric_ip}}" in engine.env, so each node advertises its own',
+        )
+    ]
+
+
+def _check_hcas(value: str, present: set[str], planned: tuple[str, ...]) -> list[Problem]:
+    if value.startswith("^"):
+        return []
+    named = {entry.lstrip("=").split(":")[0] for entry in value.split(",") if entry}
+    problems = []
+    absent = sorted(named - present)
+    if absent:
+        problems.append(
+            Problem(
+                found=f"{HCA_VAR}={value}: no RDMA device {', '.join(absent)} "
+                f"(present: {', '.join(sorted(present)) or 'none'})",
+                planned=f"{HCA_VAR} naming this node's HCAs",
+                remedy="list the HCAs with `ibdev2netdev` and fix NCCL_IB_HCA",
+            )
+        )
+    unlisted = [h for h in planned if h not in named]
+    if unlisted:
+        problems.append(
+            Problem(
+                found=f"{HCA_VAR}={value} leaves out {', '.join(unlisted)}",
+                planned=f"every HCA of the port: {', '.join(planned)}",
+                remedy=f"{HCA_VAR}={','.join(planned)}: a Spark port is two PCIe x4 HCAs; with "
+                "one, NCCL reaches ~3 GB/s instead of ~24 (dgx-spark-playbooks #102)",
+            )
+        )
+    return problems

@@ -1,0 +1,240 @@
+"""Runs INSIDE the planned image, once per node per preflight: every in-image fact in one
+process (importing the engine once), then the rendezvous all-reduce across all nodes.
+
+argv: kind (sglang|vllm|vllm-ray), model path, rank, world, deadline seconds, flags...
+Environment: the plan's engine env for this node, plus MASTER_ADDR and MASTER_PORT.
+Prints sections `@@@ name rc` with a JSON body, flushed one by one, so a rendezvous that
+hangs until its deadline still leaves every earlier section behind. Standard library and
+whatever the image has; nothing is written outside the container.
+"""
+
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+
+def section(name, body, rc=0):
+    print(f"\n@@@ {name} {rc}\n{json.dumps(body, default=str)}", flush=True)
+
+
+def guarded(name, fn):
+    try:
+        section(name, fn())
+    except BaseException as e:  # SystemExit from argparse too: report, go on
+        section(
+            name, {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}, 1
+        )
+
+
+def versions():
+    found = {"python": sys.version.split()[0]}
+    for mod in ("torch", "transformers", "vllm", "sglang", "ray", "safetensors"):
+        try:
+            found[mod] = getattr(importlib.import_module(mod), "__version__", "?")
+        except Exception as e:
+            found[mod] = None if isinstance(e, ImportError) else f"error: {e}"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        found["torch_cuda"] = torch.version.cuda
+        try:
+            found["nccl"] = (
+                ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else None
+            )
+        except Exception as e:
+            found["nccl"] = f"error: {e}"
+    return found
+
+
+def cuda_files():
+    out = {
+        "CUDA_VERSION": os.environ.get("CUDA_VERSION"),
+        "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH"),
+    }
+    try:
+        with open("/usr/local/cuda/version.json") as f:
+            out["version_json"] = json.load(f)
+    except OSError as e:
+        out["version_json"] = None
+        out["version_json_error"] = str(e)
+    compat = "/usr/local/cuda/compat"
+    out["compat"] = sorted(os.listdir(compat)) if os.path.isdir(compat) else None
+    return out
+
+
+def nccl_conf():
+    path = "/etc/nccl.conf"
+    if not os.path.exists(path):
+        return {"present": False}
+    with open(path) as f:
+        return {"present": True, "content": f.read()[:2000]}
+
+
+def cuda_init():
+    """cuInit through libcuda, then a tensor through torch: what 803/804 break first. The
+    lines are those infergate.checks.cuda.parse_cuda_init reads."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return {"skipped": f"no libcuda.so.1 in the container: {e}"}
+    rc, version, name = lib.cuInit(0), ctypes.c_int(), ctypes.c_char_p()
+    lib.cuDriverGetVersion(ctypes.byref(version))
+    lib.cuGetErrorName(rc, ctypes.byref(name))
+    lines = [f"cuInit rc={rc} name={(name.value or b'?').decode()} driverVersion={version.value}"]
+    try:
+        import torch
+
+        torch.zeros(1, device="cuda")
+        lines.append(f"torch cuda ok {torch.version.cuda}")
+        free = [torch.cuda.mem_get_info(i) for i in range(torch.cuda.device_count())]
+    except Exception as e:
+        lines.append(f"torch cuda error: {type(e).__name__} {str(e).splitlines()[0]}")
+        free = []
+    return {"text": "\n".join(lines), "mem_get_info": free}
+
+
+def model_config(path):
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path)
+    return {
+        "architectures": getattr(config, "architectures", None),
+        "model_type": config.model_type,
+    }
+
+
+def registry(kind):
+    if kind.startswith("vllm"):
+        from vllm import ModelRegistry
+    else:
+        from sglang.srt.models.registry import ModelRegistry
+    return {"archs": sorted(ModelRegistry.get_supported_archs())}
+
+
+def vllm_parser():
+    """`vllm serve`'s own argument parser, wherever this vLLM keeps it."""
+    for where in ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args"):
+        try:
+            make_arg_parser = importlib.import_module(where).make_arg_parser
+            break
+        except (ImportError, AttributeError):
+            continue
+    else:
+        raise ImportError("no make_arg_parser in this vLLM")
+    for where in ("vllm.utils.argparse_utils", "vllm.utils"):
+        try:
+            return make_arg_parser(importlib.import_module(where).FlexibleArgumentParser())
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError("no FlexibleArgumentParser in this vLLM")
+
+
+def sglang_parser():
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    return parser
+
+
+def flags(kind, model, planned):
+    parser = vllm_parser() if kind.startswith("vllm") else sglang_parser()
+    model_args = [model] if kind.startswith("vllm") else ["--model-path", model]
+    _, unknown = parser.parse_known_args([*model_args, *planned])
+    return {"unknown": unknown}
+
+
+NCCL_LOG = f"/tmp/infergate-nccl.{os.getpid()}.log"  # one per process: ranks may share a host
+
+
+def rendezvous(rank, world, deadline):
+    """Gloo all-reduce across the nodes, and NCCL where GPUs exist, under a hard deadline."""
+    from datetime import timedelta
+
+    os.environ.setdefault("NCCL_DEBUG", "INFO")  # its `via` lines name the transport
+    os.environ.setdefault("NCCL_DEBUG_FILE", NCCL_LOG)
+    import torch
+    import torch.distributed as dist
+
+    start = time.monotonic()
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world, timeout=timedelta(seconds=deadline)
+    )
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    result = {"gloo_sum": t.tolist()[0], "gloo_seconds": round(time.monotonic() - start, 3)}
+    if torch.cuda.is_available():
+        result.update(nccl_bench(rank, world, deadline))
+    dist.destroy_process_group()
+    return result
+
+
+def nccl_bench(rank, world, deadline):
+    """NCCL all-reduce of 128 MiB: the transports NCCL logged, and nccl-tests' busbw."""
+    import torch
+    import torch.distributed as dist
+
+    # one rank per node uses one GPU; ranks sharing a host (LOCAL_RANK) take one each
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+    group = dist.new_group(backend="nccl")
+    x = torch.ones(64 * 2**20, dtype=torch.bfloat16, device="cuda")  # 128 MiB
+    dist.all_reduce(x, group=group)
+    torch.cuda.synchronize()
+    start, iters = time.monotonic(), 5
+    for _ in range(iters):
+        dist.all_reduce(x, group=group)
+    torch.cuda.synchronize()
+    seconds = (time.monotonic() - start) / iters
+    nbytes = x.numel() * x.element_size()
+    algbw = nbytes / seconds / 1e9
+    log = ""
+    if os.path.exists(NCCL_LOG):
+        with open(NCCL_LOG) as f:
+            log = "".join(line for line in f if " via " in line or "NET/" in line)[-20000:]
+    allreduce = {
+        "world": world,
+        "nbytes": nbytes,
+        "time_ms": round(seconds * 1e3, 3),
+        "algbw_gbps": round(algbw, 2),
+        "busbw_gbps": round(algbw * 2 * (world - 1) / world, 2),
+    }
+    return {"nccl_allreduce": allreduce, "nccl_log": log}
+
+
+def main():
+    kind, model, rank, world, deadline, *planned = sys.argv[1:]
+
+    guarded("versions", versions)
+    guarded("cuda", cuda_files)
+    guarded("nccl-conf", nccl_conf)
+    guarded("cuda-init", cuda_init)
+    guarded("model-config", lambda: model_config(model))
+    guarded("registry", lambda: registry(kind))
+    guarded("flags", lambda: flags(kind, model, planned))
+
+    def expire():
+        section("rendezvous", {"error": f"no rendezvous within {deadline} s"}, 124)
+        os._exit(124)
+
+    timer = threading.Timer(float(deadline), expire)  # the rendezvous never outlives it
+    timer.daemon = True
+    timer.start()
+    try:
+        result = rendezvous(int(rank), int(world), float(deadline))
+    except BaseException as e:
+        trace = traceback.format_exc()[-3000:]
+        section("rendezvous", {"error": f"{type(e).__name__}: {e}", "trace": trace}, 1)
+        os._exit(1)
+    section("rendezvous", result, 0 if result["gloo_sum"] == int(world) else 1)
+    os._exit(0)  # torch's threads would otherwise hold the process
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The in-image probe's sections, recorded from the probe script run for real on a 2xH200
+host (selftest/data/README.md), and the judges over them."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infergate.checks.cuda import parse_cuda_init
+from infergate.checks.inimage import (
+    body,
+    check_all_reduce,
+    check_flags,
+    check_model_supported,
+    check_nccl_conf,
+    expected_transport,
+    image_cuda_version,
+    in_image_command,
+    nccl_allreduce,
+)
+from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
+from infergate.checks.probe import parse_sections
+from infergate.inventory import parse_inventory
+
+DATA = Path(__file__).parent / "data" / "h200-device"
+INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+
+
+def part(case: str, rank: int, name: str):
+    return body(parse_sections((DATA / f"inimage-{case}-rank{rank}.txt").read_text()).get(name))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_rendezvous_ok_on_both_ranks_with_nccl_over_nvlink(rank):
+    result = part("ok", rank, "rendezvous")
+    assert check_all_reduce(result, world=2, deadline=60) == []
+    run = parse_torchrun_log(result["nccl_log"])
+    assert run.transports == frozenset({"P2P/CUMEM"})
+    assert check_nccl_transport(run, "P2P") == []
+    allreduce = nccl_allreduce(result)
+    assert allreduce is not None
+    assert allreduce.nbytes == 128 * 2**20
+    assert allreduce.busbw_gbps > 100  # 268 GB/s on this host at 128 MiB
+    assert check_nccl_bandwidth(allreduce, 100.0) == []
+    assert check_nccl_bandwidth(allreduce, 1000.0) != []
+
+
+def test_nvlink_is_not_the_rdma_a_two_spark_plan_expects():
+    run = parse_torchrun_log(part("ok", 0, "rendezvous")["nccl_log"])
+    (problem,) = check_nccl_transport(run, "NET/IB")
+    assert "P2P/CUMEM" in problem.found
+
+
+def test_wrong_gloo_interface_fails_and_names_the_variable():
+    (problem,) = check_all_reduce(part("wrongif", 0, "rendezvous"), world=2, deadline=60)
+    assert "Unable to find address for: ib9" in problem.found
+    assert problem.remedy.startswith("GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME")
+
+
+def test_a_rank_that_never_comes_ends_at_the_deadline():
+    result = part("alone", 0, "rendezvous")
+    assert result == {"error": "no rendezvous within 20 s"}
+    (problem,) = check_all_reduce(result, world=2, deadline=20)
+    assert problem.found == "Gloo all-reduce across 2 nodes failed: no rendezvous within 20 s"
+    assert "did not join in time" in problem.remedy
+
+
+def test_cuda_initialises_in_the_probe_and_memory_is_read():
+    cuda_init = part("ok", 0, "cuda-init")
+    assert parse_cuda_init(cuda_init["text"]).ok
+    assert len(cuda_init["mem_get_info"]) == 2
+    # no /usr/local/cuda/version.json there: the CUDA_VERSION variable (13.0.2) says it
+    assert image_cuda_version(part("ok", 0, "cuda")) == (13, 0)
+    assert image_cuda_version({}) is None
+
+
+def test_unreadable_model_config_says_which_transformers_to_fix():
+    (problem,) = check_model_supported(part("ok", 0, "model-config"), {"archs": []}, "vllm")
+    assert problem.found.startswith("the image's transformers cannot read config.json")
+    assert "pip install -U transformers" in problem.remedy
+
+
+def test_architecture_missing_from_the_engine_registry():
+    config = {"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe"}
+    (problem,) = check_model_supported(config, {"archs": ["LlamaForCausalLM"]}, "sglang")
+    assert (
+        problem.found == "sglang in the image does not support Qwen3_5MoeForConditionalGeneration"
+    )
+
+
+def test_engine_not_in_the_image_is_a_failure_not_a_pass():
+    (problem,) = check_flags(part("ok", 0, "flags"), "vllm")
+    assert problem.found.startswith("the vllm parser failed: ModuleNotFoundError")
+
+
+def test_the_seeds_vllm_flag_passed_to_sglang_is_named():
+    (problem,) = check_flags({"unknown": ["--language-model-only"]}, "sglang")
+    assert problem.found == "sglang in the image rejects --language-model-only: it is a vLLM flag"
+    assert "remove --language-model-only from engine.flags (it belongs to vLLM" in problem.remedy
+
+
+def test_a_real_nccl_conf_is_found_and_quoted():
+    # the lent host ships one (it keeps NVLink multicast off): a real case of the check
+    (problem,) = check_nccl_conf(part("ok", 0, "nccl-conf"))
+    assert problem.found == (
+        "/etc/nccl.conf in the image: NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 "
+        "NVSHMEM_DISABLE_NVLS=1"
+    )
+    assert check_nccl_conf({"present": False}) == []
+
+
+@pytest.mark.parametrize(
+    ("plan", "transport"),
+    [("lab.yaml", "NET/Socket"), ("two-sparks-sglang.yaml", "NET/IB"), ("h200-device.yaml", "P2P")],
+)
+def test_expected_transport_follows_the_plan(plan, transport):
+    inventory = parse_inventory(yaml.safe_load((INVENTORIES / plan).read_text()))
+    assert expected_transport(inventory) == transport
+
+
+def test_probe_command_keeps_an_ngc_entrypoint_and_labels_the_container():
+    command = in_image_command("img:1", ["vllm", "/m"], {"A": "b c"}, ["/m"], True, "run42")
+    assert "*nvidia_entrypoint*|null|" in command
+    assert (
+        "--label infergate.preflight=run42 --gpus all -e 'A=b c' -v /m:/m:ro $ep img:1" in command
+    )

@@ -1,0 +1,68 @@
+"""What the planned image itself makes of the plan, run once on every node together."""
+
+import pytest
+
+from fixtures.facts import settled
+from fixtures.report import fail_on, fail_on_nodes
+from infergate.checks.inimage import (
+    check_all_reduce,
+    check_flags,
+    check_model_supported,
+    check_nccl_conf,
+    expected_transport,
+    nccl_allreduce,
+)
+from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
+
+# one worker runs every in-image test: the rendezvous must happen once per run
+pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]
+
+
+def test_model_architecture_supported_by_image(image_facts, node, inventory):
+    """The image's transformers reads the model's config.json (AutoConfig), and its engine's
+    model registry lists the architecture (the seeds' image was too old for Qwen3.5)."""
+    kind = inventory.engine.kind
+    problems = check_model_supported(
+        image_facts.part("model-config"), image_facts.part("registry"), kind
+    )
+    fail_on(node, problems)
+
+
+def test_engine_flags_accepted_by_image(image_facts, node, inventory):
+    """Every planned flag is accepted by the engine's own parser in the planned image; a flag
+    of the other engine is named as such (`--language-model-only` is vLLM's)."""
+    fail_on(node, check_flags(image_facts.part("flags"), inventory.engine.kind))
+
+
+def test_no_stray_nccl_conf_in_image(image_facts, node):
+    """The image carries no /etc/nccl.conf that would override the plan's NCCL settings."""
+    fail_on(node, check_nccl_conf(image_facts.part("nccl-conf")))
+
+
+def test_rendezvous_all_reduce_across_nodes(in_image, inventory):
+    """Before any engine: an all-reduce across every node inside the planned image, with the
+    plan's environment and dist-init address, finishes within its deadline."""
+    world, deadline = len(inventory.nodes), inventory.thresholds.rendezvous_timeout_s
+    results = {name: settled(outcome).part("rendezvous") for name, outcome in in_image.items()}
+    problems = {name: check_all_reduce(r, world, deadline) for name, r in results.items()}
+    fail_on_nodes(inventory.nodes, problems)
+
+
+@pytest.mark.gpu
+def test_nccl_transport_and_bandwidth(in_image, inventory):
+    """Where GPUs exist, the rendezvous's NCCL all-reduce went over the planned transport
+    (NET/IB where the plan has HCAs: NET/Socket then means RDMA was not used) at no less
+    than the plan's bus bandwidth floor."""
+    if not any(n.gpus for n in inventory.nodes):
+        pytest.skip("the plan has no GPUs: every nodes[*].gpus is 0")
+    expected = expected_transport(inventory)
+    floor = inventory.thresholds.nccl_busbw_min_gbps
+    problems = {}
+    for name, outcome in in_image.items():
+        result = settled(outcome).part("rendezvous")
+        run = parse_torchrun_log(str(result.get("nccl_log", "")))
+        found = check_nccl_transport(run, expected)
+        if floor is not None:
+            found += check_nccl_bandwidth(nccl_allreduce(result), floor)
+        problems[name] = found
+    fail_on_nodes(inventory.nodes, problems)
