@@ -24,7 +24,7 @@ from pathlib import Path
 
 from infergate.lab import layout as L
 from infergate.lab.cgroups import Cgroups, remove_tree
-from infergate.lab.docker import storage_driver
+from infergate.lab.docker import dockerd_argv
 from infergate.lab.procs import Proc, stop, tree
 from infergate.lab.shell import Done, LabError, mount_points, run
 
@@ -78,27 +78,12 @@ def _shared_paths() -> list[Path]:
 
 
 def _argv(engine: BuildEngine) -> list[str]:
-    dockerd = shutil.which("dockerd", path="/usr/sbin:/usr/bin:/sbin:/usr/local/bin")
-    if dockerd is None:
-        raise LabError("dockerd is not installed (package docker.io)")
     config = engine.root / "daemon.json"
     config.write_text(json.dumps({"deprecated-key-path": str(engine.root / "key.json")}))
-    return [
-        dockerd,
-        f"--config-file={config}",
-        f"--data-root={engine.root / 'data'}",
-        f"--exec-root={engine.root / 'exec'}",
-        f"--pidfile={engine.root / 'docker.pid'}",
-        f"--host={engine.host}",
-        f"--storage-driver={storage_driver()}",
-        "--bridge=none",
-        "--iptables=false",
-        "--ip6tables=false",
-        "--ip-masq=false",
-        "--userland-proxy=false",
-        f"--cgroup-parent=/{BUILD_CGROUP}",
-        "--exec-opt=native.cgroupdriver=cgroupfs",
-    ]
+    root = engine.root
+    return dockerd_argv(
+        config, root / "data", root / "exec", root / "docker.pid", engine.host, f"/{BUILD_CGROUP}"
+    )
 
 
 def _start(engine: BuildEngine) -> Proc:

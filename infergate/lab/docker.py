@@ -42,23 +42,38 @@ def ensure_node_files(spec: NodeSpec) -> None:
 
 
 def argv(spec: NodeSpec) -> list[str]:
+    return dockerd_argv(
+        daemon_json(spec),
+        spec.data_dir / "docker",
+        spec.run_dir / "docker",
+        spec.run_dir / "docker.pid",
+        spec.docker_host,
+        spec.cgroup,
+    )
+
+
+def dockerd_argv(
+    config: Path, data_root: Path, exec_root: Path, pidfile: Path, host: str, cgroup_parent: str
+) -> list[str]:
+    """A dockerd of the lab's own: its own roots and socket, host networking only (no
+    bridge, no iptables), containers under `cgroup_parent`."""
     dockerd = shutil.which("dockerd", path="/usr/sbin:/usr/bin:/sbin:/usr/local/bin")
     if dockerd is None:
         raise LabError("dockerd is not installed (package docker.io)")
     return [
         dockerd,
-        f"--config-file={daemon_json(spec)}",
-        f"--data-root={spec.data_dir / 'docker'}",
-        f"--exec-root={spec.run_dir / 'docker'}",
-        f"--pidfile={spec.run_dir / 'docker.pid'}",
-        f"--host={spec.docker_host}",
+        f"--config-file={config}",
+        f"--data-root={data_root}",
+        f"--exec-root={exec_root}",
+        f"--pidfile={pidfile}",
+        f"--host={host}",
         f"--storage-driver={storage_driver()}",
         "--bridge=none",
         "--iptables=false",
         "--ip6tables=false",
         "--ip-masq=false",
         "--userland-proxy=false",
-        f"--cgroup-parent={spec.cgroup}",
+        f"--cgroup-parent={cgroup_parent}",
         "--exec-opt=native.cgroupdriver=cgroupfs",
     ]
 
