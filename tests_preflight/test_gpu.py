@@ -32,12 +32,6 @@ from infergate.checks.inimage import image_cuda_version
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def _plan_has_gpus(inventory):
-    if not any(n.gpus for n in inventory.nodes):
-        pytest.skip("the plan has no GPUs: every nodes[*].gpus is 0")
-
-
 def test_gpus_present_as_planned(probes, node):
     """Every node shows the number of GPUs the plan gives it."""
     fail_on(node, check_gpu_count(read_fact(node, probes.of(node), gpus_of), node.gpus))

@@ -53,8 +53,6 @@ def test_nccl_transport_and_bandwidth(in_image, inventory):
     """Where GPUs exist, the rendezvous's NCCL all-reduce went over the planned transport
     (NET/IB where the plan has HCAs: NET/Socket then means RDMA was not used) at no less
     than the plan's bus bandwidth floor."""
-    if not any(n.gpus for n in inventory.nodes):
-        pytest.skip("the plan has no GPUs: every nodes[*].gpus is 0")
     expected = expected_transport(inventory)
     floor = inventory.thresholds.nccl_busbw_min_gbps
     problems = {}

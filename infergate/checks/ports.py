@@ -14,7 +14,9 @@ from infergate.problems import Problem
 MARKER = "infergate-listener"
 
 # Binds, then forks: the parent reports and exits so SSH returns, the child accepts until
-# its deadline. The marker in argv lets the clean-up kill only this process.
+# its deadline. The marker in argv lets the clean-up kill only this process. Each accepted
+# connection is closed after the dialler closed it: the side that closes first keeps it in
+# TIME_WAIT, and that side should not be the head's dist-init port.
 _LISTEN = """
 import os, socket, sys, time
 port, ttl = int(sys.argv[1]), float(sys.argv[2])
@@ -35,7 +37,10 @@ s.settimeout(0.5)
 end = time.monotonic() + ttl
 while time.monotonic() < end:
     try:
-        s.accept()[0].close()
+        conn = s.accept()[0]
+        conn.settimeout(2)
+        conn.recv(1)
+        conn.close()
     except OSError:
         pass
 """

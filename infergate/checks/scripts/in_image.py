@@ -163,17 +163,44 @@ def rendezvous(rank, world, deadline):
     import torch
     import torch.distributed as dist
 
-    start = time.monotonic()
-    dist.init_process_group(
-        "gloo", rank=rank, world_size=world, timeout=timedelta(seconds=deadline)
-    )
+    start, timeout = time.monotonic(), timedelta(seconds=deadline)
+    store = open_store(dist, rank, world, timeout, start + deadline)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
     t = torch.ones(4)
     dist.all_reduce(t)
     result = {"gloo_sum": t.tolist()[0], "gloo_seconds": round(time.monotonic() - start, 3)}
     if torch.cuda.is_available():
         result.update(nccl_bench(rank, world, deadline))
-    dist.destroy_process_group()
+    leave_last_from_the_port(store, rank, world)
     return result
+
+
+def open_store(dist, rank, world, timeout, until):
+    """The rendezvous store on MASTER_ADDR:MASTER_PORT. The head retries a bind that finds
+    the port busy until the deadline: seen in the lab right after a previous preflight, the
+    port comes free within a second or two; a process that really holds it is named by the
+    ports test, and this then fails with the bind error at the deadline."""
+    master = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+    while True:
+        try:
+            return dist.TCPStore(*master, world, rank == 0, timeout=timeout)
+        except Exception as e:  # DistNetworkError (a RuntimeError) across torch versions
+            if rank != 0 or "EADDRINUSE" not in str(e) or time.monotonic() > until - 1:
+                raise
+            time.sleep(0.5)
+
+
+def leave_last_from_the_port(store, rank, world):
+    """The head closes its store connections after the others have closed theirs. The side
+    that closes first keeps the connection in TIME_WAIT for a minute: on the head that is
+    the dist-init port, and the engine launched next could not bind it (EADDRINUSE)."""
+    from datetime import timedelta
+
+    if rank:
+        store.set(f"infergate-bye-{rank}", "1")
+        return
+    store.wait([f"infergate-bye-{r}" for r in range(1, world)], timedelta(seconds=10))
+    time.sleep(1.0)  # their FINs arrive: the head's close is then the passive one
 
 
 def nccl_bench(rank, world, deadline):
