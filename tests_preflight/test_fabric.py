@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.facts import read_fact, settled
+from fixtures.facts import every_node, settled
 from fixtures.report import fail_on, fail_on_nodes
 from infergate.checks.facts import interfaces_of
 from infergate.checks.network import check_fabric_interface, check_mtu_parity, check_peers_reachable
@@ -23,8 +23,7 @@ def test_fabric_peers_answer_ping(peer_pings, node):
 def test_fabric_mtu_equal_on_every_node(probes, inventory):
     """The fabric MTU is the same on every node (and the planned one), so large transfers pass.
     A node without its fabric interface is the interface test's finding, not this one's."""
-    every = probes.every()
-    seen = {n.name: read_fact(n, every[n.name], interfaces_of) for n in inventory.nodes}
+    seen = every_node(probes, inventory, interfaces_of)
     mtus = {
         n.name: seen[n.name][n.fabric.interface].mtu
         for n in inventory.nodes
