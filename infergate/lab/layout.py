@@ -82,6 +82,10 @@ class NodeSpec:
         return NS_DIR / f"{self.name}.uts"
 
     @property
+    def ipc_ns(self) -> Path:
+        return NS_DIR / f"{self.name}.ipc"
+
+    @property
     def data_dir(self) -> Path:
         return LAB_DIR / "nodes" / self.name
 

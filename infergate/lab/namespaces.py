@@ -1,4 +1,4 @@
-"""Each node's own mount and UTS namespaces, kept alive by bind mounts as `ip netns` does.
+"""Each node's own mount, UTS and IPC namespaces, kept alive by bind mounts as `ip netns` does.
 
 The node's mount namespace differs from the host's in three ways: /sys is a sysfs mounted
 from inside the node's network namespace (so /sys/class/net shows mgmt0 and fab0), with the
@@ -28,6 +28,9 @@ mount -t sysfs -o nosuid,nodev,noexec sysfs /sys
 mount --move "$2" /sys/fs/cgroup
 mount --bind "$3" /srv/models
 mount --bind "$4" /root
+# its own /dev/shm, as a separate machine has: vLLM decides which ranks share a node by
+# opening each other's shared memory, and a shared one makes two nodes look like one
+mount -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm
 umount -l /run/netns 2>/dev/null || true  # absent when nothing made it a mount
 umount -l /run/infergate-lab/ns
 """
@@ -71,8 +74,8 @@ def ensure_node_dirs(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
 
 
 def ensure_node_ns(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
-    """The node's mount + UTS namespaces (made once, then kept); needs its netns."""
-    handles = (spec.mnt_ns, spec.uts_ns)
+    """The node's mount, UTS and IPC namespaces (made once, then kept); needs its netns."""
+    handles = (spec.mnt_ns, spec.uts_ns, spec.ipc_ns)
     if all(mounted(h) for h in handles):
         return
     release_handles([str(h) for h in handles])  # half made: start over
@@ -84,7 +87,7 @@ def ensure_node_ns(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
     state.save()  # recorded first: if the setup fails half way, `down` still unbinds them
     run([
         "nsenter", f"--net={spec.netns_path}", "unshare", f"--mount={spec.mnt_ns}",
-        f"--uts={spec.uts_ns}", "--propagation", "slave",
+        f"--uts={spec.uts_ns}", f"--ipc={spec.ipc_ns}", "--propagation", "slave",
         "sh", "-c", _NODE_SETUP, "sh", spec.name, str(scratch), str(spec.models_dir),
         str(spec.home_dir),
     ])  # fmt: skip
@@ -100,7 +103,7 @@ def release_handles(handles: Sequence[str]) -> None:
 
 
 def nsenter(spec: NodeSpec) -> list[str]:
-    """The argv prefix that enters the node's network, mount and UTS namespaces."""
+    """The argv prefix that enters the node's network, mount, UTS and IPC namespaces."""
     if not mounted(spec.mnt_ns):
         raise LabError(f"{spec.name} has no namespaces: run `python -m infergate.lab up`")
     return [
@@ -108,6 +111,7 @@ def nsenter(spec: NodeSpec) -> list[str]:
         f"--net={spec.netns_path}",
         f"--mount={spec.mnt_ns}",
         f"--uts={spec.uts_ns}",
+        f"--ipc={spec.ipc_ns}",
         "--",
     ]
 
