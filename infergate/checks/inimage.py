@@ -17,6 +17,7 @@ from typing import Any
 from infergate.checks.cuda import CudaVersion, parse_cuda_version, parse_cuda_version_json
 from infergate.checks.nccl import AllReduce
 from infergate.checks.probe import Section
+from infergate.docker_cli import run_keeping_ngc_entrypoint
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
@@ -45,22 +46,14 @@ def in_image_command(
     gpus: bool,
     label: str,
 ) -> str:
-    """`docker run` of the probe script in IMAGE, keeping an NGC entrypoint (it prints the
-    CUDA compatibility banner) and clearing any other (vLLM's starts a server)."""
-    env_args = " ".join(f"-e {shlex.quote(f'{k}={v}')}" for k, v in sorted(env.items()))
-    volumes = " ".join(f"-v {shlex.quote(f'{m}:{m}:ro')}" for m in mounts)
-    run = (
-        f"docker run --rm --network host --ipc host --label {PROBE_LABEL}={shlex.quote(label)} "
-        f"{'--gpus all ' if gpus else ''}{env_args} {volumes} $ep {shlex.quote(image)} "
-        f"python3 -c {shlex.quote(SCRIPT)} {shlex.join(args)}"
-    )
-    entrypoint = (
-        f"docker image inspect --format '{{{{json .Config.Entrypoint}}}}' {shlex.quote(image)}"
-    )
-    return (
-        f'case "$({entrypoint})" in *nvidia_entrypoint*|null|"") ep= ;; '
-        f"*) ep='--entrypoint=' ;; esac\n{run}"
-    )
+    """`docker run --rm` of the probe script in IMAGE with the plan's env and mounts."""
+    options = ["--rm", "--network", "host", "--ipc", "host", "--label", f"{PROBE_LABEL}={label}"]
+    options += ["--gpus", "all"] if gpus else []
+    for key, value in sorted(env.items()):
+        options += ["-e", f"{key}={value}"]
+    for mount in mounts:
+        options += ["-v", f"{mount}:{mount}:ro"]
+    return run_keeping_ngc_entrypoint(options, image, ["python3", "-c", SCRIPT, *args])
 
 
 def cleanup_command(label: str) -> str:
