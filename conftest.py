@@ -5,5 +5,6 @@ pytest_plugins = [
     "fixtures.facts",
     "fixtures.inimage",
     "fixtures.report",
+    "fixtures.deploy",
     "pytester",  # selftest runs the real suite in a subprocess
 ]

