@@ -6,5 +6,6 @@ pytest_plugins = [
     "fixtures.inimage",
     "fixtures.report",
     "fixtures.deploy",
+    "fixtures.endpoint",
     "pytester",  # selftest runs the real suite in a subprocess
 ]

@@ -1,0 +1,245 @@
+"""An OpenAI-compatible endpoint as clients see it: stdlib HTTP, timed per SSE event.
+
+No HTTP library beyond the standard one, so that what is timed is the wire and nothing
+else: each event is stamped with `time.perf_counter()` when the blank line that completes
+it is read, as `vllm bench serve` stamps a message when its `\\n\\n` arrives. Every call has
+its own deadline, enforced on the socket before each read.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from infergate.inference.sse import Event, EventSplitter, chunk_texts, finish_reason
+
+Body = Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    """One streamed request as the client saw it; times are `time.perf_counter()` seconds."""
+
+    status: int | None  # None: no HTTP response at all
+    error: str  # "" when none
+    start_s: float  # just before the connection was opened
+    content_times: tuple[float, ...]  # each event that carried generated or reasoning text
+    end_s: float  # the last JSON event (the usage chunk, when asked): vLLM's end of a request
+    text: str
+    reasoning: str
+    finish_reason: str | None
+    usage: Mapping[str, object] | None  # the last `usage` seen: the final chunk's
+    raw: str  # the response body as received, for framing checks
+
+    @property
+    def ok(self) -> bool:
+        """HTTP 200, no error (event, transport or a stream cut before [DONE]), text seen."""
+        return self.status == 200 and not self.error and bool(self.content_times)
+
+    @property
+    def content_chunks(self) -> int:
+        return len(self.content_times)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.content_times[0] - self.start_s if self.content_times else None
+
+    @property
+    def completion_tokens(self) -> int | None:
+        tokens = (self.usage or {}).get("completion_tokens")
+        return tokens if isinstance(tokens, int) else None
+
+
+@dataclass
+class _Recorder:
+    start_s: float
+    status: int | None = None
+    error: str = ""
+    times: list[float] = field(default_factory=list)
+    end_s: float = 0.0
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Mapping[str, object] | None = None
+    raw: list[str] = field(default_factory=list)
+    done: bool = False
+
+    def on_event(self, event: Event, now: float) -> None:
+        chunk = event.chunk()
+        if event.done or chunk is None:  # a non-JSON event is framing's to report
+            self.done = self.done or event.done
+            return
+        self.end_s = now
+        if "error" in chunk:  # vLLM reports a failure mid-stream as `data: {"error": {...}}`
+            self.error = f"error event: {json.dumps(chunk['error'])[:500]}"
+        text, reasoning = chunk_texts(chunk)
+        if text or reasoning:
+            self.times.append(now)
+            self.text.append(text)
+            self.reasoning.append(reasoning)
+        self.finish_reason = finish_reason(chunk) or self.finish_reason
+        usage = chunk.get("usage")
+        self.usage = usage if isinstance(usage, dict) else self.usage
+
+    def freeze(self) -> StreamRecord:
+        return StreamRecord(
+            status=self.status,
+            error=self.error,
+            start_s=self.start_s,
+            content_times=tuple(self.times),
+            end_s=self.end_s or self.start_s,
+            text="".join(self.text),
+            reasoning="".join(self.reasoning),
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            raw="".join(self.raw),
+        )
+
+
+def stream_completion(
+    base_url: str, path: str, body: Body, timeout_s: float, api_key: str | None = None
+) -> StreamRecord:
+    """POST `body` to `base_url` + `path` streaming with usage; record every event's time.
+
+    `base_url` is the API root (`http://head:8000/v1`), `path` the endpoint
+    (`/chat/completions` or `/completions`). Never raises for what the server or the network
+    did: that lands in `status` and `error`.
+    """
+    streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    rec = _Recorder(time.perf_counter())
+    deadline = rec.start_s + timeout_s
+    conn = _connection(base_url, timeout_s)
+    try:
+        conn.request("POST", _path(base_url, path), json.dumps(streamed), _headers(api_key))
+        response = conn.getresponse()
+        rec.status = response.status
+        if response.status != 200:
+            rec.error = f"HTTP {response.status}: {_read_text(response)[:500]}"
+        else:
+            _read_events(conn, response, rec, deadline)
+    except (OSError, http.client.HTTPException) as e:  # TimeoutError is an OSError
+        seen = f" after {len(rec.times)} content chunk(s)" if rec.status == 200 else ""
+        rec.error = f"{type(e).__name__}: {e or 'no detail'}{seen} (timeout {timeout_s:g} s)"
+    finally:
+        conn.close()
+    return rec.freeze()
+
+
+def _read_events(
+    conn: http.client.HTTPConnection,
+    response: http.client.HTTPResponse,
+    rec: _Recorder,
+    deadline: float,
+) -> None:
+    splitter = EventSplitter()
+    while True:
+        if conn.sock is not None:  # the whole call's deadline, not a per-read one
+            conn.sock.settimeout(max(deadline - time.perf_counter(), 0.001))
+        line = response.readline()
+        now = time.perf_counter()
+        if not line:
+            break
+        text = line.decode("utf-8", errors="replace")
+        rec.raw.append(text)
+        if event := splitter.feed(text.rstrip("\r\n")):
+            rec.on_event(event, now)
+    if event := splitter.flush():
+        rec.on_event(event, time.perf_counter())
+    if not rec.done and not rec.error:
+        rec.error = f"stream ended without `data: [DONE]` after {len(rec.times)} content chunk(s)"
+
+
+def post_json(
+    base_url: str, path: str, body: Body | str, timeout_s: float, api_key: str | None = None
+) -> tuple[int, object]:
+    """POST a JSON body (a str is sent as it is: a malformed body on purpose); the status
+    and the parsed JSON reply (its text when not JSON); status 0 when no answer came."""
+    payload = body if isinstance(body, str) else json.dumps(body)
+    return _call("POST", base_url, path, payload, timeout_s, api_key)
+
+
+def get_json(
+    base_url: str, path: str, timeout_s: float, api_key: str | None = None
+) -> tuple[int, object]:
+    """GET (`/models`); the status and the parsed JSON reply (its text when not JSON);
+    status 0 and the reason when no answer came (refused, timed out)."""
+    return _call("GET", base_url, path, None, timeout_s, api_key)
+
+
+def _call(
+    method: str, base_url: str, path: str, payload: str | None, timeout_s: float, key: str | None
+) -> tuple[int, object]:
+    conn = _connection(base_url, timeout_s)
+    try:
+        conn.request(method, _path(base_url, path), payload, _headers(key))
+        response = conn.getresponse()
+        text = _read_text(response)
+    except (OSError, http.client.HTTPException) as e:  # TimeoutError is an OSError
+        return 0, f"no answer from {base_url}: {type(e).__name__}: {e or 'no detail'}"
+    finally:
+        conn.close()
+    try:
+        return response.status, json.loads(text)
+    except ValueError:
+        return response.status, text
+
+
+@dataclass(frozen=True)
+class LoadRun:
+    """One concurrency level: every request's record, in the order given, and the wall time."""
+
+    concurrency: int
+    records: tuple[StreamRecord, ...]
+    duration_s: float  # first request sent to last one finished, as vLLM's benchmark_duration
+
+
+def run_load(
+    base_url: str,
+    path: str,
+    bodies: Sequence[Body],
+    concurrency: int,
+    timeout_s: float,
+    api_key: str | None = None,
+) -> LoadRun:
+    """Send every body, keeping exactly `concurrency` requests in flight until the tail.
+
+    Like `vllm bench serve --request-rate inf --max-concurrency N`: a new request starts the
+    moment one finishes. vLLM reuses keep-alive connections; this opens one per request (a
+    local TCP connect is well under a millisecond, and it lands in TTFT as it would for a
+    client that does the same).
+    """
+
+    def one(body: Body) -> StreamRecord:
+        return stream_completion(base_url, path, body, timeout_s, api_key)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency, thread_name_prefix="infergate-load") as pool:
+        records = tuple(pool.map(one, bodies))
+    return LoadRun(concurrency, records, time.perf_counter() - start)
+
+
+def _connection(base_url: str, timeout_s: float) -> http.client.HTTPConnection:
+    url = urlsplit(base_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError(f"{base_url!r} is not an http(s) URL like http://head:8000/v1")
+    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    return kind(url.hostname, url.port, timeout=timeout_s)
+
+
+def _path(base_url: str, path: str) -> str:
+    """`http://head:8000/v1` + `/chat/completions` -> `/v1/chat/completions`."""
+    return urlsplit(base_url).path.rstrip("/") + "/" + path.lstrip("/")
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream, */*"}
+    return headers | ({"Authorization": f"Bearer {api_key}"} if api_key else {})
+
+
+def _read_text(response: http.client.HTTPResponse) -> str:
+    return response.read().decode("utf-8", errors="replace")

@@ -1,0 +1,239 @@
+"""Judges of the OpenAI API's answers, as clients rely on them. Pure: each takes what a
+request returned (status, parsed JSON, a stream record) and returns problems.
+
+Recorded forms (vLLM 0.32, the lab's engine): selftest/data/inference/.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infergate.inference.client import StreamRecord
+from infergate.inference.sse import framing_problems
+from infergate.problems import Problem
+
+CHAT = "/chat/completions"
+HEAD_LOG = "read the engine's log on the head at the time of the request"
+
+
+def body(path: str, model: str, prompt: str, **extra: object) -> dict[str, object]:
+    """A request for PATH: chat messages or a text prompt."""
+    if path == CHAT:
+        return {"model": model, "messages": [{"role": "user", "content": prompt}], **extra}
+    return {"model": model, "prompt": prompt, **extra}
+
+
+def check_models(status: int, answer: object, model: str) -> list[Problem]:
+    """Sample: ``{"object":"list","data":[{"id":"tiny-qwen3-moe","object":"model",...}]}``"""
+    listed = [str(m.get("id")) for m in _get(answer, "data") or [] if isinstance(m, dict)]
+    if status == 200 and model in listed:
+        return []
+    return [
+        Problem(
+            f"GET /v1/models: HTTP {status}, models {listed}",
+            f"200 listing {model!r} (model.served_name)",
+            "launch with `--served-model-name` set to the plan's model.served_name, or "
+            "fix model.served_name in the plan",
+        )
+    ]
+
+
+def check_answer(path: str, status: int, answer: object) -> list[Problem]:
+    """A non-streamed answer: text, a finish_reason, and usage with completion tokens."""
+    if status != 200:
+        return [_http(path, status, answer)]
+    choice = (_get(answer, "choices") or [{}])[0]
+    text = _get(choice, "message", "content") if path == CHAT else _get(choice, "text")
+    problems = []
+    if not isinstance(text, str):
+        problems.append(
+            Problem(f"no text in {_short(answer)}", "choices[0] with its text", HEAD_LOG)
+        )
+    if _get(choice, "finish_reason") not in ("stop", "length"):
+        problems.append(
+            Problem(
+                f"finish_reason {_get(choice, 'finish_reason')!r}",
+                "finish_reason stop or length",
+                HEAD_LOG,
+            )
+        )
+    if not isinstance(_get(answer, "usage", "completion_tokens"), int):
+        problems.append(
+            Problem(
+                f"usage {_get(answer, 'usage')!r}",
+                "usage with prompt_tokens and completion_tokens",
+                "clients bill and measure by usage: use an engine that reports it",
+            )
+        )
+    return problems
+
+
+def check_stream(record: StreamRecord) -> list[Problem]:
+    """A streamed answer: HTTP 200, text, SSE framing, [DONE] last, usage (asked for)."""
+    if record.status != 200 or (record.error and not record.raw):
+        return [Problem(f"stream failed: {record.error}", "HTTP 200 and a stream", HEAD_LOG)]
+    problems = framing_problems(record.raw, usage_expected=True)
+    if not record.content_times:
+        problems.append(Problem("no content chunk in the stream", "streamed text", HEAD_LOG))
+    if record.finish_reason not in ("stop", "length"):
+        problems.append(
+            Problem(
+                f"finish_reason {record.finish_reason!r} in the stream",
+                "a last choice with finish_reason stop or length",
+                HEAD_LOG,
+            )
+        )
+    return problems
+
+
+def check_max_tokens(status: int, answer: object, limit: int) -> list[Problem]:
+    """With ignore_eos the answer is cut at exactly max_tokens, and says `length`."""
+    if status != 200:
+        return [_http(CHAT, status, answer)]
+    tokens = _get(answer, "usage", "completion_tokens")
+    reason = _get(answer, "choices", 0, "finish_reason")
+    if tokens == limit and reason == "length":
+        return []
+    return [
+        Problem(
+            f"completion_tokens {tokens}, finish_reason {reason!r}",
+            f"completion_tokens {limit} and finish_reason 'length' (max_tokens {limit})",
+            "the engine does not honour max_tokens: check its version and flags",
+        )
+    ]
+
+
+def stop_word(answer: object) -> str | None:
+    """A stop string from the greedy answer: its first word after the first character, or
+    (a random model's answer may be one repeated syllable) two characters from its middle."""
+    text = _get(answer, "choices", 0, "text")
+    if not isinstance(text, str) or len(text.strip()) < 4:
+        return None
+    words = [m.group() for m in re.finditer(r"\w{3,}", text) if m.start() >= 1]
+    middle = len(text) // 2
+    return words[0] if words else text[middle : middle + 2]
+
+
+def check_stopped(first: object, status: int, stopped: object, stop: str) -> list[Problem]:
+    """The same greedy answer, ending right before the stop string, finish_reason `stop`."""
+    if status != 200:
+        return [_http("/completions", status, stopped)]
+    full = str(_get(first, "choices", 0, "text"))
+    text = _get(stopped, "choices", 0, "text")
+    reason = _get(stopped, "choices", 0, "finish_reason")
+    expected = full[: full.index(stop)]
+    if text == expected and reason == "stop":
+        return []
+    return [
+        Problem(
+            f"text {text!r}, finish_reason {reason!r}",
+            f"{expected!r} (the greedy answer cut before {stop!r}), finish_reason 'stop'",
+            "the engine ignores `stop`: check its version",
+        )
+    ]
+
+
+def check_repeatable(answers: Sequence[tuple[int, object]]) -> list[Problem]:
+    """Greedy decoding (temperature 0) answers the same twice."""
+    texts = [_get(a, "choices", 0, "message", "content") for _, a in answers]
+    bad = [(s, a) for s, a in answers if s != 200]
+    if bad:
+        return [_http(CHAT, *bad[0])]
+    if len(set(map(str, texts))) == 1:
+        return []
+    return [
+        Problem(
+            f"two greedy answers differ: {texts[0]!r} vs {texts[1]!r}",
+            "the same answer at temperature 0",
+            "nondeterminism across ranks: check that every node runs the same image "
+            "and flags (`pytest -m preflight -k parity`)",
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class BadRequest:
+    name: str
+    make: Callable[[dict[str, object]], object]  # a good request body -> the bad one
+    expected: tuple[int, ...]
+
+
+BAD_REQUESTS = (
+    BadRequest("unknown-model", lambda b: {**b, "model": "no-such-model"}, (400, 404)),
+    BadRequest("malformed-json", lambda b: '{"model": "x", "messages": ', (400, 422)),
+    BadRequest("messages-not-a-list", lambda b: {**b, "messages": "not a list"}, (400, 422)),
+    BadRequest("negative-max-tokens", lambda b: {**b, "max_tokens": -3}, (400, 422)),
+)
+
+
+def check_client_error(defect: BadRequest, status: int, answer: object) -> list[Problem]:
+    """Sample: ``404 {"error":{"message":"The model `no-such-model` does not exist. ...",
+    "type":"NotFoundError","param":"model","code":404}}``"""
+    message = _get(answer, "error", "message")
+    if status in defect.expected and isinstance(message, str):
+        return []
+    return [
+        Problem(
+            f"HTTP {status} {_short(answer)}",
+            f"HTTP {' or '.join(map(str, defect.expected))} with a JSON "
+            '{"error": {"message": ...}} body',
+            "a 500 for a client's mistake hides real failures from monitoring: "
+            "report it upstream, and check the engine version",
+        )
+    ]
+
+
+def check_openai_client(
+    model: str, listed: Sequence[str], chat: Any, chunks: Sequence[Any]
+) -> list[Problem]:
+    """What the official client parsed: the model listed, a chat answer with usage, and a
+    stream whose last chunk carries usage."""
+    problems = []
+    if model not in listed:
+        problems.append(
+            Problem(
+                f"client.models.list() gave {list(listed)}",
+                f"{model!r} listed",
+                "see the /v1/models test",
+            )
+        )
+    if not chat.choices or chat.usage is None:
+        problems.append(Problem(f"chat answer {chat!r:.200}", "choices and usage", HEAD_LOG))
+    if not chunks or chunks[-1].usage is None:
+        problems.append(
+            Problem(
+                f"{len(chunks)} stream chunk(s), last without usage",
+                "a stream ending with usage (include_usage)",
+                HEAD_LOG,
+            )
+        )
+    return problems
+
+
+def client_error(error: Exception) -> Problem:
+    return Problem(
+        f"the openai client raised {type(error).__name__}: {error}",
+        "the official client works end to end",
+        HEAD_LOG,
+    )
+
+
+def _http(path: str, status: int, answer: object) -> Problem:
+    return Problem(f"POST {path}: HTTP {status} {_short(answer)}", "HTTP 200", HEAD_LOG)
+
+
+def _short(answer: object) -> str:
+    return repr(answer)[:240]
+
+
+def _get(data: object, *keys: str | int) -> Any:
+    """data[k1][k2]... or None where a step is missing."""
+    for key in keys:
+        if isinstance(key, int):
+            data = data[key] if isinstance(data, list) and len(data) > key else None
+        else:
+            data = data.get(key) if isinstance(data, Mapping) else None
+    return data

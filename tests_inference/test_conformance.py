@@ -1,0 +1,101 @@
+"""The OpenAI API as clients use it: models, chat and text completions, streamed and not,
+with usage, finish reasons, max_tokens, stop strings, greedy repeatability, 4xx errors, and
+the official `openai` client end to end."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+from fixtures.endpoint import REQUEST_TIMEOUT_S, Endpoint
+from fixtures.report import fail_on_cluster
+from infergate.inference import conformance as judge
+from infergate.inference.client import get_json, post_json, stream_completion
+from infergate.inventory import Inventory
+
+pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
+
+CHAT, TEXT = "/chat/completions", "/completions"
+PROMPT = "Write one short sentence about the sea."
+
+
+def ask(endpoint: Endpoint, path: str, **extra: object) -> tuple[int, object]:
+    return post_json(endpoint.v1, path, judge.body(path, endpoint.model, PROMPT, **extra),
+                     REQUEST_TIMEOUT_S, endpoint.api_key)  # fmt: skip
+
+
+def test_models_lists_the_planned_served_name(endpoint: Endpoint, inventory: Inventory) -> None:
+    """GET /v1/models lists the model under the name the plan serves it as."""
+    status, answer = get_json(endpoint.v1, "/models", 30, endpoint.api_key)
+    fail_on_cluster(inventory.nodes, judge.check_models(status, answer, endpoint.model))
+
+
+@pytest.mark.parametrize("path", [CHAT, TEXT], ids=["chat", "text"])
+def test_completion_answers_with_usage(endpoint: Endpoint, inventory: Inventory, path: str) -> None:
+    """A plain request gets text, a finish_reason and usage."""
+    status, answer = ask(endpoint, path, max_tokens=16)
+    fail_on_cluster(inventory.nodes, judge.check_answer(path, status, answer))
+
+
+@pytest.mark.parametrize("path", [CHAT, TEXT], ids=["chat", "text"])
+def test_stream_is_framed_and_ends_with_usage(
+    endpoint: Endpoint, inventory: Inventory, path: str
+) -> None:
+    """A streamed answer is SSE `data:` events, ends with `data: [DONE]`, and carries usage
+    when `stream_options.include_usage` asks for it."""
+    body = judge.body(path, endpoint.model, PROMPT, max_tokens=16)
+    record = stream_completion(endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key)
+    fail_on_cluster(inventory.nodes, judge.check_stream(record))
+
+
+def test_max_tokens_is_honoured(endpoint: Endpoint, inventory: Inventory) -> None:
+    """An answer cut at max_tokens says so: completion_tokens == max_tokens, finish "length"."""
+    status, answer = ask(endpoint, CHAT, max_tokens=5, ignore_eos=True)
+    fail_on_cluster(inventory.nodes, judge.check_max_tokens(status, answer, 5))
+
+
+def test_stop_string_ends_the_answer(endpoint: Endpoint, inventory: Inventory) -> None:
+    """A stop string taken from the greedy answer ends the answer right before it."""
+    status, first = ask(endpoint, TEXT, max_tokens=24, temperature=0, ignore_eos=True)
+    stop = judge.stop_word(first)
+    if stop is None:
+        pytest.fail(f"the greedy answer has no word to stop at: {first!r}", pytrace=False)
+    status, stopped = ask(endpoint, TEXT, max_tokens=24, temperature=0, stop=[stop])
+    fail_on_cluster(inventory.nodes, judge.check_stopped(first, status, stopped, stop))
+
+
+def test_temperature_zero_repeats_itself(endpoint: Endpoint, inventory: Inventory) -> None:
+    """Greedy decoding gives the same answer twice."""
+    answers = [ask(endpoint, CHAT, max_tokens=16, temperature=0) for _ in range(2)]
+    fail_on_cluster(inventory.nodes, judge.check_repeatable(answers))
+
+
+@pytest.mark.parametrize("defect", judge.BAD_REQUESTS, ids=lambda d: d.name)
+def test_bad_request_gets_a_json_4xx(
+    endpoint: Endpoint, inventory: Inventory, defect: judge.BadRequest
+) -> None:
+    """A client's mistake is answered 4xx with a JSON error, not 500 and not a hang."""
+    body = defect.make(judge.body(CHAT, endpoint.model, PROMPT, max_tokens=4))
+    status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, endpoint.api_key)
+    fail_on_cluster(inventory.nodes, judge.check_client_error(defect, status, answer))
+
+
+def test_openai_client_works_end_to_end(endpoint: Endpoint, inventory: Inventory) -> None:
+    """The official `openai` Python client lists the model, chats, and streams."""
+    client = openai.OpenAI(base_url=endpoint.v1, api_key=endpoint.api_key or "none",
+                           timeout=REQUEST_TIMEOUT_S, max_retries=0)  # fmt: skip
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": PROMPT}]
+    try:
+        listed = [m.id for m in client.models.list()]
+        chat = client.chat.completions.create(model=endpoint.model, messages=messages,
+                                              max_tokens=8)  # fmt: skip
+        stream = client.chat.completions.create(model=endpoint.model, messages=messages,
+                                                max_tokens=8, stream=True,
+                                                stream_options={"include_usage": True})  # fmt: skip
+        chunks = list(stream)
+    except openai.OpenAIError as e:
+        fail_on_cluster(inventory.nodes, [judge.client_error(e)])
+        return
+    problems = judge.check_openai_client(endpoint.model, listed, chat, chunks)
+    fail_on_cluster(inventory.nodes, problems)

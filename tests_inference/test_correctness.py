@@ -1,0 +1,38 @@
+"""Prompts with known answers, set per model in the plan (inference.probes), get them."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.endpoint import REQUEST_TIMEOUT_S, Endpoint
+from fixtures.inventory import INVENTORY_KEY
+from fixtures.report import fail_on_cluster
+from infergate.inference.client import stream_completion
+from infergate.inference.plan import CHAT_PATH, check_probe, probe_body
+from infergate.inventory import Inventory
+
+pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One test per probe of the plan; none planned is a skip that names the key to add."""
+    if "probe_index" not in metafunc.fixturenames:
+        return
+    probes = metafunc.config.stash[INVENTORY_KEY].inference.probes
+    if probes:
+        ids = [f"probe{i}" for i in range(len(probes))]
+        metafunc.parametrize("probe_index", range(len(probes)), ids=ids)
+    else:
+        reason = "the plan has no known answers for this model: add inference.probes"
+        metafunc.parametrize("probe_index", [pytest.param(-1, marks=pytest.mark.skip(reason))])
+
+
+def test_known_answer(endpoint: Endpoint, inventory: Inventory, probe_index: int) -> None:
+    """The answer matches the plan's expectation, greedy and ending on the model's own end
+    of sequence (no ignore_eos); a reasoning model's thinking is not the answer."""
+    probe = inventory.inference.probes[probe_index]
+    body = probe_body(probe, endpoint.model)
+    record = stream_completion(endpoint.v1, CHAT_PATH, body, REQUEST_TIMEOUT_S, endpoint.api_key)
+    fail_on_cluster(
+        inventory.nodes, check_probe(probe, record, thinking=inventory.inference.thinking)
+    )

@@ -1,0 +1,85 @@
+"""Tokens/s and latency under load, measured the way `vllm bench serve` defines them, over
+the plan's concurrency sweep (after a warm-up), gated by the plan and by a stored baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.endpoint import baseline_key
+from fixtures.inventory import INVENTORY_KEY
+from fixtures.report import fail_on_cluster
+from infergate.inference import baseline
+from infergate.inference.metrics import LevelSummary
+from infergate.inference.plan import check_failures, check_thresholds
+from infergate.inventory import Inventory
+from infergate.problems import Problem
+
+pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "concurrency" in metafunc.fixturenames:
+        levels = metafunc.config.stash[INVENTORY_KEY].inference.concurrency
+        metafunc.parametrize("concurrency", levels, ids=[f"c{c}" for c in levels])
+
+
+def level(sweep: list[LevelSummary], concurrency: int) -> LevelSummary:
+    return next(s for s in sweep if s.concurrency == concurrency)
+
+
+def test_every_request_completes(
+    sweep: list[LevelSummary], inventory: Inventory, concurrency: int
+) -> None:
+    """At this many concurrent streams, every request completes with text and [DONE]."""
+    fail_on_cluster(inventory.nodes, check_failures(level(sweep, concurrency)))
+
+
+def test_usage_counts_the_streamed_tokens(sweep: list[LevelSummary], inventory: Inventory) -> None:
+    """Every stream reports usage, and never fewer tokens than it streamed chunks (a chunk
+    may carry several tokens; the ratio is reported)."""
+    problems = [
+        Problem(f"{s.usage_missing} stream(s) without usage at concurrency {s.concurrency}",
+                "usage in the last chunk of every stream (stream_options.include_usage)",
+                "tokens/s is then counted from chunks, which undercounts: use an engine "
+                "that honours include_usage")
+        for s in sweep if s.usage_missing
+    ] + [
+        Problem(f"{s.usage_tokens} usage tokens for {s.content_chunks} content chunks at "
+                f"concurrency {s.concurrency}", "at least one token per content chunk",
+                "the engine's usage undercounts: its tokens/s cannot be trusted")
+        for s in sweep if s.usage_tokens < s.content_chunks
+    ]  # fmt: skip
+    fail_on_cluster(inventory.nodes, problems)
+
+
+def test_throughput_meets_the_plan(sweep: list[LevelSummary], inventory: Inventory) -> None:
+    """Aggregate output tokens/s at the highest level and median TTFT at concurrency 1 meet
+    the plan's floors."""
+    plan = inventory.inference
+    if plan.min_output_tokens_per_s is None and plan.max_ttft_ms is None:
+        pytest.skip("no thresholds: set inference.min_output_tokens_per_s or .max_ttft_ms")
+    fail_on_cluster(inventory.nodes, check_thresholds(sweep, plan))
+
+
+def test_performance_holds_against_the_baseline(
+    sweep: list[LevelSummary],
+    inventory: Inventory,
+    pytestconfig: pytest.Config,
+    image_id: str,
+    model_digest: str,
+) -> None:
+    """Tokens/s and median TTFT per level are no worse than the stored baseline for this
+    hardware, image, model and flags, within inference.baseline_tolerance."""
+    path = inventory.inference.baseline
+    if path is None:
+        pytest.skip("no baseline file: set inference.baseline")
+    key = baseline_key(inventory, image_id, model_digest)
+    current = baseline.figures_of(sweep)
+    if pytestconfig.getoption("update_baseline"):
+        baseline.update(pytestconfig.rootpath / path, key, current)
+        return
+    stored = baseline.load(pytestconfig.rootpath / path, key)
+    if stored is None:
+        pytest.skip(f"no baseline stored for {key.id}: run once with --update-baseline")
+    problems = baseline.compare(current, stored, inventory.inference.baseline_tolerance)
+    fail_on_cluster(inventory.nodes, problems)
