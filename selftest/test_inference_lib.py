@@ -248,7 +248,10 @@ def results() -> report.Results:
     return report.Results(
         meta=report.ReportMeta("lab", "http://10.251.0.11:8000/v1", "tiny", "2026-12-01T10:00"),
         levels=levels,
-        conformance=(report.Outcome("chat streaming", True), report.Outcome("probe", False, "<x>")),
+        conformance=(
+            report.Outcome("chat streaming", "passed"),
+            report.Outcome("probe", "failed", "<x>"),
+        ),
         nodes=({"node": "node1", "gpu": "none"}, {"node": "node2", "driver": "n/a"}),
         evidence=(report.Evidence("engine log node1", "evidence/node1-engine.log"),),
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures.report import fail_on, fail_on_nodes
-from infergate.deploy.executor import Deployment, http_get, served_ids
+from infergate.deploy.executor import Deployment, fatal_problem, http_get, served_ids
 from infergate.inventory import Inventory, Node
 from infergate.problems import Problem
 
@@ -44,7 +44,4 @@ def test_no_fatal_line_in_the_log(deployment: Deployment, node: Node) -> None:
     """Nothing in the node's engine log says the launch failed (unrecognized arguments,
     unbalanced memory, NCCL WARN, Traceback, CUDA error, out of memory)."""
     watch = deployment.catch_up(node.name)
-    if watch.fatal:
-        line, meaning = watch.fatal
-        fail_on(node, [Problem(f"{meaning}: {line}", "no fatal line in the engine's log",
-                               "read the node's evidence log")])  # fmt: skip
+    fail_on(node, [fatal_problem(watch)] if watch.fatal else [])

@@ -44,6 +44,7 @@ from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
 
 POLL_S = 1.0
+SETTLE_S = 3.0  # after a Traceback line, how long its cause may take to follow
 STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
 
 
@@ -139,12 +140,16 @@ class Deployment:
     def _start(self, step: Start | Exec) -> None:
         done = self.io(step.node, step.command, 120)
         if done.exit_status != 0:
-            said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            said = docker_said(done.stderr or done.stdout)
+            verb = "docker run" if isinstance(step, Start) else "docker exec"
             self._fail(step.node, Problem(
-                f"`{step.command.splitlines()[-1][:160]}...` failed: {said[0]}",
+                f"{verb} for {step.container} failed: {said}",
                 f"the engine container {step.container} started",
-                _start_remedy(said[0], self.nodes[step.node], self.launch)))  # fmt: skip
-        self.watches[step.node].started = True
+                _start_remedy(said, self.nodes[step.node], self.launch)))  # fmt: skip
+        watch = self.watches[step.node]
+        watch.started = True
+        if isinstance(step, Start):
+            watch.container_id = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         verb = "started" if isinstance(step, Start) else "launched in"
         self.say(f"[{self.elapsed():6.1f} s] {self._where(step.node)}: {verb} {step.container}")
 
@@ -192,19 +197,21 @@ class Deployment:
             at = self.elapsed()
             for name in scan(self.launch, watch, node, apply_poll(watch, text), at):
                 self.say(f"[{at:6.1f} s] {self._where(node)}: {name}")
+        now = self.elapsed()
         for node, watch in started.items():
-            if watch.fatal:
-                line, meaning = watch.fatal
-                fatal = self.launch.fatal_in(line)
-                remedy = fatal.remedy if fatal else "read the log"
-                self._fail(node, Problem(f"{meaning}: {line[:300]}", "no fatal line", remedy))
-            if watch.state != "running":
+            if watch.oom_kills:
+                self._fail(node, oom_problem(watch))
+            stopped = watch.state != "running"
+            settled = not watch.fatal or not watch.fatal.generic or now > watch.fatal_at + SETTLE_S
+            if watch.fatal and (stopped or settled):
+                self._fail(node, fatal_problem(watch))
+            if stopped:
                 self._fail(node, Problem(_exited(watch), "the engine container running",
                                          _logs_remedy(watch)))  # fmt: skip
 
     def _poll(self, node: str) -> str:
         watch = self.watches[node]
-        return self.io(node, poll_command(watch.container, len(watch.lines)), 30).stdout
+        return self.io(node, poll_command(watch), 30).stdout
 
     def _missed(self, gate: Milestone | ClusterJoined | HttpReady, last: str) -> None:
         limit = str(gate.deadline)
@@ -266,6 +273,8 @@ class Deployment:
         """A rank is alive when its container runs and every process it had when the API
         became ready still runs: /health on the head stays 200 after a worker died."""
         watch = self.catch_up(node)
+        if watch.oom_kills:
+            return [oom_problem(watch)]
         if watch.state != "running":
             return [Problem(_exited(watch), "the engine container running since the launch",
                             _logs_remedy(watch))]  # fmt: skip
@@ -321,6 +330,30 @@ class Deployment:
 
     def _where(self, node: str) -> str:
         return self.nodes[node].where
+
+
+def oom_problem(watch: NodeWatch) -> Problem:
+    return Problem(f"the kernel OOM-killed {', '.join(watch.oom_kills)} in {watch.container}",
+                   "the engine fits in the node's memory",
+                   "free the node's memory (`pytest -m preflight -k memory` names what holds it) "
+                   "or plan a smaller KV cache")  # fmt: skip
+
+
+def fatal_problem(watch: NodeWatch) -> Problem:
+    """What the node's most specific fatal line means, with its remedy."""
+    assert watch.fatal is not None
+    return Problem(f"{watch.fatal.meaning}: {watch.fatal_line[:300]}",
+                   "no fatal line in the engine's log", watch.fatal.remedy)  # fmt: skip
+
+
+def docker_said(text: str) -> str:
+    """The docker CLI's error, without its "Run 'docker run --help'" hint.
+
+    Sample: ``Unable to find image 'x:1' locally\ndocker: Error response from daemon: pull
+    access denied for x ...\n\nRun 'docker run --help' for more information``
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "--help" not in ln]
+    return " / ".join(lines[-2:])[:400] or "no output"
 
 
 def served_ids(body: str) -> list[str]:

@@ -96,6 +96,8 @@ class Fatal:
     pattern: str
     meaning: str
     remedy: str
+    # a Traceback's first line: its cause (a later, specific line) is worth a moment's wait
+    generic: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class Launch:
         object.__setattr__(self, "milestones", found)
 
     def fatal_in(self, line: str) -> Fatal | None:
+        """The first of the fatal patterns (the most specific: they are listed so) in LINE."""
         return next((f for f in self.fatal if re.search(f.pattern, line)), None)
 
 
@@ -196,5 +199,6 @@ COMMON_FATAL = (
     Fatal(r"CUDA error", "a CUDA call failed",
           "run `pytest -m 'preflight and gpu'` for the driver / CUDA compatibility check"),
     Fatal(r"Traceback \(most recent call last\)", "the engine raised an exception",
-          "read the error lines below; the evidence directory holds the full logs"),
+          "read the error lines below; the evidence directory holds the full logs",
+          generic=True),
 )  # fmt: skip

@@ -8,9 +8,10 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from infergate.deploy.launch import Launch, Milestone
+from infergate.deploy.launch import Fatal, Launch, Milestone
 
 LOG_MARK = "::infergate-log::"
+OOM_MARK = "::infergate-oom::"
 
 
 @dataclass
@@ -18,25 +19,35 @@ class NodeWatch:
     """What the controller has seen of one node's engine container so far."""
 
     container: str
+    container_id: str = ""  # what `docker run -d` printed: the kernel's OOM lines name it
     started: bool = False
     state: str = "not started"  # docker's State.Status, or "missing"
     exit_code: int = 0
     oom_killed: bool = False
     lines: list[str] = field(default_factory=list)
     reached: dict[str, float] = field(default_factory=dict)  # milestone -> seconds
-    fatal: tuple[str, str] | None = None  # (line, meaning)
+    oom_kills: list[str] = field(default_factory=list)  # "VLLM::Worker_TP1 (pid 4711)"
+    fatal: Fatal | None = None  # the most specific fatal line seen: what it means
+    fatal_line: str = ""
+    fatal_at: float = 0.0  # seconds into the launch when the first one was seen
 
     def last_lines(self, count: int = 12) -> list[str]:
         return self.lines[-count:]
 
 
-def poll_command(container: str, seen: int) -> str:
-    """One round trip: the container's state, then the log lines after the first SEEN."""
-    c = shlex.quote(container)
+def poll_command(watch: NodeWatch) -> str:
+    """One round trip: the container's state, the log lines not seen yet, and the kernel's
+    OOM kills inside the container (`dmesg` names its cgroup, hence its ID)."""
+    c = shlex.quote(watch.container)
     state = "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"
+    oom = ""
+    if watch.container_id:
+        kid = shlex.quote(watch.container_id)
+        # the victim's cgroup (task_memcg), not the cpuset of the task that hit the limit
+        oom = f"; echo {OOM_MARK}; dmesg 2>/dev/null | grep -E 'oom-kill:.*task_memcg=[^,]*'{kid}"
     return (
         f"docker inspect -f '{state}' {c} 2>/dev/null || echo missing; echo {LOG_MARK}; "
-        f"docker logs {c} 2>&1 | tail -n +{seen + 1}"
+        f"docker logs {c} 2>&1 | tail -n +{len(watch.lines) + 1}{oom}"
     )
 
 
@@ -45,6 +56,8 @@ def apply_poll(watch: NodeWatch, text: str) -> list[str]:
 
     Sample: ``running 0 false\\n::infergate-log::\\nINFO 11-30 04:40:12 [api_server.py] ...``
     """
+    text, _, oom = text.partition(OOM_MARK + "\n")
+    watch.oom_kills = parse_oom_kills(oom) or watch.oom_kills
     head, _, logs = text.partition(LOG_MARK + "\n")
     fields = head.split()
     if fields[:1] == ["missing"] or len(fields) < 3:
@@ -58,7 +71,8 @@ def apply_poll(watch: NodeWatch, text: str) -> list[str]:
 
 
 def scan(launch: Launch, watch: NodeWatch, node: str, new: list[str], at_s: float) -> list[str]:
-    """Record milestones and the first fatal line in NEW; returns the milestones reached."""
+    """Record milestones and the most specific fatal line in NEW (a Traceback's cause comes
+    after it); returns the milestones reached."""
     reached = []
     for line in new:
         for m in launch.milestones:
@@ -66,9 +80,25 @@ def scan(launch: Launch, watch: NodeWatch, node: str, new: list[str], at_s: floa
                 watch.reached[m.name] = at_s
                 reached.append(m.name)
         fatal = launch.fatal_in(line)
-        if fatal and watch.fatal is None:
-            watch.fatal = (line.strip(), fatal.meaning)
+        if fatal and (watch.fatal is None or _rank(launch, fatal) < _rank(launch, watch.fatal)):
+            watch.fatal_at = watch.fatal_at if watch.fatal else at_s
+            watch.fatal, watch.fatal_line = fatal, line.strip()
     return reached
+
+
+def _rank(launch: Launch, fatal: Fatal) -> int:
+    return launch.fatal.index(fatal)
+
+
+def parse_oom_kills(text: str) -> list[str]:
+    """The kernel's `oom-kill:` lines: which task it killed.
+
+    Sample (the lab, cgroup v1): ``[13498.89] oom-kill:constraint=CONSTRAINT_MEMCG,...,
+    oom_memcg=/infergate-lab/node2,task_memcg=/infergate-lab/node2/88820cf2...,
+    task=VLLM::Worker_TP1,pid=2528,uid=0``
+    """
+    found = re.findall(r"oom-kill:.*?task=([^,]*),pid=(\d+)", text)
+    return [f"{task} (pid {pid})" for task, pid in found]
 
 
 def missing(milestone: Milestone, watches: dict[str, NodeWatch]) -> list[str]:

@@ -6,7 +6,7 @@ results.json reads:
     {"meta": {"inventory": "two-sparks", "endpoint": "http://192.168.1.10:8000/v1",
               "model": "qwen3.5-122b", "time": "2026-12-01T10:00:00+00:00"},
      "levels": [{"concurrency": 1, "completed": 16, "ttft": {"median_ms": 38.0, ...}, ...}],
-     "conformance": [{"name": "chat streaming with usage", "passed": true, "detail": ""}],
+     "conformance": [{"name": "chat streaming with usage", "status": "passed", "detail": ""}],
      "nodes": [{"node": "spark1", "gpu": "NVIDIA GB10", "driver": "580.95.05"}],
      "evidence": [{"label": "engine log spark1", "path": "evidence/spark1-engine.log"}]}
 """
@@ -48,8 +48,8 @@ class Outcome:
     """One conformance check's result, as the test that made it reports it."""
 
     name: str
-    passed: bool
-    detail: str = ""
+    status: str  # passed | failed | skipped, as pytest says
+    detail: str = ""  # the failure, or the reason for the skip
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,9 @@ border-bottom:1px solid #d8dde3;padding-bottom:.2em}.meta{color:#56606b}
 table{border-collapse:collapse;margin:.6em 0;font-variant-numeric:tabular-nums}
 th,td{padding:.3em .7em;border-bottom:1px solid #e4e8ec;text-align:right}
 th{background:#f3f5f7;font-weight:600}td:first-child,th:first-child{text-align:left}
-.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}
+.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.skip{color:#8a6d00}
+table.text td,table.text th{text-align:left;vertical-align:top}
+table.text td:last-child{white-space:pre-wrap;font-size:.85em;color:#444}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plots img{max-width:100%;border:1px solid #e4e8ec}
 """
 
@@ -184,9 +186,11 @@ def _row(cells: Sequence[str], tag: str = "td") -> str:
     return "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], kind: str = "") -> str:
+    """A table: numbers right-aligned, or (kind "text") every column left-aligned."""
     head = _row([html.escape(h) for h in header], "th")
-    return "<table>" + head + "".join(_row(r) for r in rows) + "</table>"
+    opening = f'<table class="{kind}">' if kind else "<table>"
+    return opening + head + "".join(_row(r) for r in rows) + "</table>"
 
 
 def _ms(d: Distribution) -> list[str]:
@@ -208,18 +212,21 @@ def _level_row(s: LevelSummary) -> list[str]:
             str(s.completed), failed]  # fmt: skip
 
 
+_STATUS_CLASS = {"passed": "pass", "skipped": "skip", "failed": "fail"}
+
+
 def _conformance(outcomes: Sequence[Outcome]) -> str:
     if not outcomes:
         return ""
     rows = [
         [
             html.escape(o.name),
-            f"<span class={'pass' if o.passed else 'fail'}>{'pass' if o.passed else 'FAIL'}</span>",
+            f"<span class={_STATUS_CLASS.get(o.status, 'fail')}>{o.status}</span>",
             html.escape(o.detail),
         ]
         for o in outcomes
     ]
-    return "<h2>Conformance</h2>" + _table(["check", "result", "detail"], rows)
+    return "<h2>Checks</h2>" + _table(["check", "result", "detail"], rows, "text")
 
 
 def _nodes(nodes: Sequence[Mapping[str, object]]) -> str:
@@ -227,7 +234,7 @@ def _nodes(nodes: Sequence[Mapping[str, object]]) -> str:
         return ""
     keys = list(dict.fromkeys(k for n in nodes for k in n))
     rows = [[html.escape(str(n.get(k, ""))) for k in keys] for n in nodes]
-    return "<h2>Nodes</h2>" + _table(keys, rows)
+    return "<h2>Nodes</h2>" + _table(keys, rows, "text")
 
 
 def _evidence(evidence: Sequence[Evidence]) -> str:

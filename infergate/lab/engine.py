@@ -9,6 +9,7 @@ a single-node `vllm serve` of SmolLM2 answers "The capital of France is" with Pa
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import urllib.error
 import urllib.request
@@ -157,3 +158,20 @@ def main(lab: Lab, nodes: list[str] | None, models: bool, smoke: bool) -> int:
         print(f"model {path} on every node (serve with --served-model-name {name})")
     print(f"timings:\n{clock.summary()}\ntook {time.monotonic() - started:.1f} s")
     return 0
+
+
+@dataclass(frozen=True)
+class Ran:
+    exit_status: int
+    stdout: str
+    stderr: str
+
+
+def node_io(lab: Lab) -> Callable[[str, str, float], Ran]:
+    """The deploy executor's node I/O over the lab's SSH, as the suite's fixtures do it."""
+
+    def run(node: str, command: str, timeout_s: float) -> Ran:
+        done = lab.ssh(node, [shlex.join(["sh", "-c", command])], timeout=timeout_s + 5)
+        return Ran(done.returncode, done.stdout, done.stderr)
+
+    return run

