@@ -12,11 +12,16 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # The main job on the embedded default: bring the lab up with its engine (image and model on
-# every node; the first time builds the image, about 6 minutes), then the preflight.
+# every node; the first time builds the image, about 6 minutes), the preflight, then the
+# launch and the smoke check: SmolLM2 with pipeline parallel 2 (real answers), then the
+# tiny Qwen3-MoE with tensor parallel 2 across the two lab nodes. Each launch prints its
+# milestones and is removed at the end; reports/<run id>/ keeps the reports and evidence.
 demo: $(BIN)/.installed
 	$(BIN)/python -m infergate.lab up -n $(NODES)
 	$(BIN)/python -m infergate.lab engine
 	$(BIN)/pytest -m preflight -n auto
+	$(BIN)/pytest tests_deploy tests_inference
+	$(BIN)/pytest tests_deploy tests_inference --inventory=inventories/lab-moe-tp2.yaml
 
 # The project's own tests: lint, types, unit tests on recorded outputs, and runs of the
 # real suite against the lab (which the tests bring up and take down themselves).
@@ -38,3 +43,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python scripts/bench_preflight.py
 	$(BIN)/python scripts/bench_model_hash.py
 	$(BIN)/python scripts/bench_preflight_image.py
+	$(BIN)/python scripts/bench_inference.py
