@@ -2,11 +2,12 @@
 
 import pytest
 
-from fixtures.facts import every_node, settled
+from fixtures.facts import every_node, read_fact, settled
 from fixtures.report import fail_on, fail_on_nodes
-from infergate.checks.facts import interfaces_of
+from infergate.checks.facts import interfaces_of, rdma_ports_of
 from infergate.checks.network import check_fabric_interface, check_mtu_parity, check_peers_reachable
 from infergate.checks.ports import check_dial, check_listener
+from infergate.checks.rdma import check_rdma, rdma_plan
 
 
 def test_fabric_interface_up_with_planned_address(interfaces, node):
@@ -17,6 +18,19 @@ def test_fabric_interface_up_with_planned_address(interfaces, node):
 def test_fabric_peers_answer_ping(peer_pings, node):
     """From every node, every peer answers ICMP on its fabric address over the fabric interface."""
     fail_on(node, check_peers_reachable(node.fabric.interface, peer_pings))
+
+
+def test_rdma_ports_active_with_roce_v2_gid(probes, node, inventory):
+    """Every HCA the node's plan names is ACTIVE and LinkUp, the HCA of the fabric interface
+    holds a RoCE v2 GID of the node's fabric address (at NCCL_IB_GID_INDEX, if that is set),
+    and on a Spark both twin HCAs of the port are planned."""
+    plan = rdma_plan(node.fabric, inventory.node_env(node))
+    if not plan.names_hcas:
+        pytest.skip(
+            "the plan names no HCA for this node: nodes[*].fabric.hcas and NCCL_IB_HCA are empty"
+        )
+    ports = read_fact(node, probes.of(node), rdma_ports_of)
+    fail_on(node, check_rdma(ports, plan))
 
 
 @pytest.mark.xdist_group("cluster")

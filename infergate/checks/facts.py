@@ -31,6 +31,7 @@ from infergate.checks.model import FileStat, parse_find_files, parse_safetensors
 from infergate.checks.network import Interface, parse_ip_addr_json
 from infergate.checks.ports import Listening, parse_ss_listening
 from infergate.checks.probe import Section
+from infergate.checks.rdma import RdmaPort, parse_rdma_sysfs
 
 Sections = dict[str, Section]
 
@@ -109,6 +110,15 @@ def listening_of(sections: Sections) -> list[Listening]:
 
 def rdma_devices_of(sections: Sections) -> set[str]:
     return set(section_text(sections, "rdma-devices").split())
+
+
+def rdma_ports_of(sections: Sections) -> list[RdmaPort]:
+    """Every RDMA port with its state and GIDs; empty where the node has no RDMA."""
+    text = section_text(sections, "rdma-ports")
+    try:
+        return parse_rdma_sysfs(text)
+    except ValueError as e:  # an ipaddress or int error is a ValueError too
+        raise ProbeError(f"the rdma-ports section does not parse: {e}") from None
 
 
 @dataclass(frozen=True)

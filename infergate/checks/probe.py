@@ -41,6 +41,32 @@ while :; do
 done
 """
 
+# Every RDMA port: state, phys_state, rate, link layer, its netdev (that of GID 0, else the PCI
+# function's), the PCI function and sys_image_guid (a Spark's twin HCAs share the adapter and
+# differ only in PCI domain), then every non-zero GID with its type and netdev. `read` is a
+# builtin: a 255-entry GID table costs no forks. Prints nothing where there is no RDMA.
+RDMA_PORTS = r"""
+for p in /sys/class/infiniband/*/ports/*; do
+  [ -d "$p" ] || continue
+  d=${p%/ports/*}; st= ph= ra= ll= nd= gu=
+  { read -r st <"$p/state"; read -r ph <"$p/phys_state"; read -r ra <"$p/rate"
+    read -r ll <"$p/link_layer"; read -r nd <"$p/gid_attrs/ndevs/0"; read -r gu <"$d/sys_image_guid"
+  } 2>/dev/null
+  [ -n "$nd" ] || for f in "$d"/device/net/*; do [ -e "$f" ] && nd="$nd${nd:+,}${f##*/}"; done
+  pci=$(readlink -f "$d/device" 2>/dev/null)
+  printf 'port\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+    "${d##*/}" "${p##*/}" "$st" "$ph" "$ra" "$ll" "$nd" "${pci##*/}" "$gu"
+  for g in "$p"/gids/*; do
+    v= t= n=; { read -r v <"$g"; } 2>/dev/null
+    case $v in ''|0000:0000:0000:0000:0000:0000:0000:0000) continue ;; esac
+    i=${g##*/}
+    { read -r t <"$p/gid_attrs/types/$i"; read -r n <"$p/gid_attrs/ndevs/$i"; } 2>/dev/null
+    printf 'gid\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d##*/}" "${p##*/}" "$i" "$v" "$t" "$n"
+  done
+done
+true
+"""
+
 HOST_SECTIONS = (
     ("hostname", "hostname"),
     ("uname", "uname -srm"),
@@ -78,6 +104,7 @@ def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...
         ("listening", "ss -Htlnp"),
         *GPU_SECTIONS,
         ("rdma-devices", "ls -1 /sys/class/infiniband 2>/dev/null || true"),
+        ("rdma-ports", RDMA_PORTS),
         ("model-files", f"cd {model} && find . -type f -printf '%P\\t%s\\t%T@\\t%C@\\t%i\\n'"),
         ("model-index", f"cat {model}/model.safetensors.index.json"),
         ("model-config", f"cat {model}/config.json"),

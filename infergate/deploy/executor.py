@@ -229,6 +229,7 @@ class Deployment:
         self._fail_many({node: [problem]}, "")
 
     def _fail_many(self, problems: dict[str, list[Problem]], at: str) -> None:
+        problems = {**problems, **self._behind(problems)}
         heading = f"launch of {self.launch.engine} (run {self.launch.run_id}) failed"
         text = [f"{heading}{f' at `{at}`' if at else ''} after {self.elapsed():.1f} s:"]
         text += [describe_all(self._where(n), p) for n, p in problems.items()]
@@ -236,6 +237,16 @@ class Deployment:
         if self.evidence:
             text.append(f"evidence: {self.evidence}")
         raise LaunchFailed("\n".join(text))
+
+    def _behind(self, named: dict[str, list[Problem]]) -> dict[str, list[Problem]]:
+        """The other nodes still short of the first milestone not every node reached: a
+        head that gave up waiting cannot say which worker it waited for."""
+        gate = next((m for m in self.launch.milestones if missing(m, self.watches)), None)
+        if gate is None:
+            return {}
+        return {n: [Problem(f"not past `{gate.name}` ({_state(self.watches[n])})",
+                            f"`{gate.name}` within {gate.deadline}", _deadline_remedy(gate.name))]
+                for n in missing(gate, self.watches) if n not in named}  # fmt: skip
 
     def tails(self) -> str:
         """Each node's error lines and last log lines: what an operator reads first."""

@@ -196,6 +196,10 @@ COMMON_FATAL = (
           "NCCL failed between the ranks",
           "pin NCCL_SOCKET_IFNAME / NCCL_IB_HCA to the fabric and run "
           "`pytest -m preflight -k rendezvous`"),
+    Fatal(r"Unable to find address for|[Nn]o such device|Cannot assign requested address",
+          "a socket interface or address the plan pins is not on the node",
+          "fix GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME / *_HOST_IP in the plan "
+          "(`pytest -m preflight -k pinning` checks them on every node)"),
     Fatal(r"CUDA error", "a CUDA call failed",
           "run `pytest -m 'preflight and gpu'` for the driver / CUDA compatibility check"),
     Fatal(r"Traceback \(most recent call last\)", "the engine raised an exception",
