@@ -37,11 +37,18 @@ from infergate.lab.engine import node_io
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "::infergate-bench-result::"
+FROM_NODE: str | None = None
+ARGS = argparse.Namespace()
 
 
 def ours(
     plan: Inventory, base: str, level: int, requests: int, max_tokens: int
 ) -> dict[str, float]:
+    if FROM_NODE:  # this same script, run inside that lab node's namespaces and cgroup
+        argv = [sys.executable, __file__, "--inventory", ARGS.inventory, "--ours-json",
+                f"{base},{level},{requests},{max_tokens}"]  # fmt: skip
+        done = Lab().node_exec(FROM_NODE, argv, timeout=900)
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
     body = chat_body(plan.model.served_name, plan.inference.prompt, max_tokens, ignore_eos=True)
     s = summarize(run_load(f"{base}/v1", CHAT_PATH, [body] * requests, level, 300))
     if s.failed:
@@ -91,8 +98,21 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--ours-from",
+        metavar="NODE",
+        help="run our client inside this lab node "
+        "(where vllm bench serve runs: the last node) instead of the controller",
+    )
+    ap.add_argument("--ours-json", help=argparse.SUPPRESS)  # BASE,LEVEL,REQUESTS,MAX_TOKENS
     args = ap.parse_args()
     plan = parse_inventory(yaml.safe_load(Path(args.inventory).read_text()))
+    if args.ours_json:
+        base, *load = args.ours_json.split(",")
+        print(json.dumps(ours(plan, base, *map(int, load))))
+        return 0
+    global FROM_NODE, ARGS
+    FROM_NODE, ARGS = args.ours_from, args
     lab = Lab()
     base = f"http://{plan.head.address}:{plan.engine.api_port}"
     with ExitStack() as stack:
