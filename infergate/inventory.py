@@ -188,12 +188,13 @@ class Inventory:
             "fabric_interface": node.fabric.interface,
             "head_fabric_ip": str(self.engine.dist_init_addr),
             "node_name": node.name,
+            "node_index": str(self.nodes.index(node)),
         }
         merged = {**self.engine.env, **node.env}
         return {k: v.format(**values) for k, v in merged.items()}
 
 
-PLACEHOLDERS = ("fabric_ip", "fabric_interface", "head_fabric_ip", "node_name")
+PLACEHOLDERS = ("fabric_ip", "fabric_interface", "head_fabric_ip", "node_name", "node_index")
 
 
 _ENV = v.env_map(PLACEHOLDERS)

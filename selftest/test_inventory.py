@@ -77,7 +77,7 @@ def test_lab_node_env_resolves_placeholders_per_node() -> None:
         "VLLM_HOST_IP": "10.252.0.12",
         "GLOO_SOCKET_IFNAME": "fab0",
         "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_CPU_OMP_THREADS_BIND": "1",  # the node's own, over the engine's env
+        "VLLM_CPU_OMP_THREADS_BIND": "1",  # {node_index}: node2 is the second node
     }
 
 

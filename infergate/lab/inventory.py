@@ -18,8 +18,6 @@ _NODE = """\
       known_hosts: {known_hosts}
     fabric:
       address: {fabric_ip}/24
-    env:
-      VLLM_CPU_OMP_THREADS_BIND: "{core}"
 """
 
 _REST = """\
@@ -45,7 +43,7 @@ engine:
     VLLM_HOST_IP: "{{fabric_ip}}"
     GLOO_SOCKET_IFNAME: "{{fabric_interface}}"
     VLLM_CPU_KVCACHE_SPACE: "1"     # GiB of KV cache; vLLM's default would not fit a node
-  # each node's own torch.compile cache: a second launch skips the ~30 s of compiling
+{binding}  # each node's own torch.compile cache: a second launch skips the ~30 s of compiling
   docker_args: [-v, /root/.cache/vllm:/root/.cache/vllm]
 thresholds:
   kv_cache_gib: 1
@@ -65,8 +63,13 @@ inference:
 {probes}"""
 
 # The lab's nodes share this machine's 2 cores; vLLM's default binding ("auto") pins every
-# node's worker to core 0, and the ranks then take turns on one core: one core each instead.
+# node's worker to core 0, and the ranks then take turns on one core: one core each instead
+# (where there are more nodes than cores, vLLM's own binding stays).
 LAB_CORES = 2
+_BINDING = """\
+    # the nodes share this machine's cores: vLLM's "auto" would pin every node to core 0
+    VLLM_CPU_OMP_THREADS_BIND: "{node_index}"
+"""
 
 # SmolLM2-135M-Instruct answers these by name, greedy, served alone and with PP 2 (checked
 # in the lab). Its answers are fragile: "What is the capital of France?" served alone gets
@@ -106,7 +109,6 @@ def render_inventory(n: int, variant: str = "smollm2-pp") -> str:
             key=L.CLIENT_KEY,
             known_hosts=L.KNOWN_HOSTS,
             fabric_ip=s.fabric_ip,
-            core=(s.index - 1) % LAB_CORES,
         )
         for s in specs
     )
@@ -118,6 +120,7 @@ def render_inventory(n: int, variant: str = "smollm2-pp") -> str:
         models=L.MODELS_MOUNTPOINT,
         head_ip=specs[0].fabric_ip,
         manifest=manifest_path(str(v["model"])),
+        binding=_BINDING if n <= LAB_CORES else "",
         **v,
     )
     header = f"# The lab's plan for its {n} node(s); written by `python -m infergate.lab up`.\n"
