@@ -21,6 +21,7 @@ import secrets
 import shlex
 import statistics
 import sys
+import sysconfig
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -44,9 +45,11 @@ ARGS = argparse.Namespace()
 def ours(
     plan: Inventory, base: str, level: int, requests: int, max_tokens: int
 ) -> dict[str, float]:
-    if FROM_NODE:  # this same script, run inside that lab node's namespaces and cgroup
-        argv = [sys.executable, __file__, "--inventory", ARGS.inventory, "--ours-json",
-                f"{base},{level},{requests},{max_tokens}"]  # fmt: skip
+    if FROM_NODE:  # this same script, run inside that lab node's namespaces and cgroup, by
+        # the system python (a node has its own /root, where pyenv's interpreter lives)
+        path = f"PYTHONPATH={ROOT}:{sysconfig.get_paths()['purelib']}"
+        argv = ["env", path, "/usr/bin/python3", __file__, "--inventory", ARGS.inventory,
+                "--ours-json", f"{base},{level},{requests},{max_tokens}"]  # fmt: skip
         done = Lab().node_exec(FROM_NODE, argv, timeout=900)
         return dict(json.loads(done.stdout.strip().splitlines()[-1]))
     body = chat_body(plan.model.served_name, plan.inference.prompt, max_tokens, ignore_eos=True)
