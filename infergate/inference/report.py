@@ -152,8 +152,8 @@ table{border-collapse:collapse;margin:.6em 0;font-variant-numeric:tabular-nums}
 th,td{padding:.3em .7em;border-bottom:1px solid #e4e8ec;text-align:right}
 th{background:#f3f5f7;font-weight:600}td:first-child,th:first-child{text-align:left}
 .pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.skip{color:#8a6d00}
-table.text td,table.text th{text-align:left;vertical-align:top}
-table.text td:last-child{white-space:pre-wrap;font-size:.85em;color:#444}
+table.text td,table.text th,table.checks td,table.checks th{text-align:left;vertical-align:top}
+table.checks td:last-child{white-space:pre-wrap;font-size:.85em;color:#444}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plots img{max-width:100%;border:1px solid #e4e8ec}
 """
 
@@ -187,7 +187,8 @@ def _row(cells: Sequence[str], tag: str = "td") -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], kind: str = "") -> str:
-    """A table: numbers right-aligned, or (kind "text") every column left-aligned."""
+    """A table: numbers right-aligned, or (kind "text", "checks") every column left-aligned;
+    a checks table shows its last column (a failure or a skip's reason) as small text."""
     head = _row([html.escape(h) for h in header], "th")
     opening = f'<table class="{kind}">' if kind else "<table>"
     return opening + head + "".join(_row(r) for r in rows) + "</table>"
@@ -226,7 +227,7 @@ def _conformance(outcomes: Sequence[Outcome]) -> str:
         ]
         for o in outcomes
     ]
-    return "<h2>Checks</h2>" + _table(["check", "result", "detail"], rows, "text")
+    return "<h2>Checks</h2>" + _table(["check", "result", "detail"], rows, "checks")
 
 
 def _nodes(nodes: Sequence[Mapping[str, object]]) -> str:
