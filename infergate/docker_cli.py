@@ -15,3 +15,11 @@ def run_keeping_ngc_entrypoint(options: list[str], image: str, command: list[str
     run = f"docker run {shlex.join(options)} $ep {shlex.quote(image)} {shlex.join(command)}"
     keep = 'in *nvidia_entrypoint*|null|"") ep= ;; *) ep=--entrypoint= ;; esac'
     return f'case "$({inspect} 2>/dev/null)" {keep}\n{run}'
+
+
+def remove_labelled(label: str, stop_grace_s: int | None = None) -> str:
+    """A shell command that removes the containers carrying LABEL (key=value), and only
+    those; with STOP_GRACE_S, SIGTERM first and SIGKILL after that many seconds."""
+    stop = f"docker stop -t {stop_grace_s} $ids >/dev/null; " if stop_grace_s is not None else ""
+    found = f"docker ps -aq --filter label={shlex.quote(label)}"
+    return f'ids=$({found}); [ -z "$ids" ] || {{ {stop}docker rm -f $ids >/dev/null; }}'

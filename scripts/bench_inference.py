@@ -38,20 +38,23 @@ from infergate.lab.engine import node_io
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "::infergate-bench-result::"
-FROM_NODE: str | None = None
-ARGS = argparse.Namespace()
+
+
+def ours_from(
+    lab: Lab, node: str, inventory: str, base: str, level: int, requests: int, max_tokens: int
+) -> dict[str, float]:
+    """`ours`, by this same script inside that lab node's namespaces and cgroup, with the
+    system python (a node has its own /root, where pyenv's interpreter lives)."""
+    path = f"PYTHONPATH={ROOT}:{sysconfig.get_paths()['purelib']}"
+    argv = ["env", path, "/usr/bin/python3", __file__, "--inventory", inventory,
+            "--ours-json", f"{base},{level},{requests},{max_tokens}"]  # fmt: skip
+    done = lab.node_exec(node, argv, timeout=900)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def ours(
     plan: Inventory, base: str, level: int, requests: int, max_tokens: int
 ) -> dict[str, float]:
-    if FROM_NODE:  # this same script, run inside that lab node's namespaces and cgroup, by
-        # the system python (a node has its own /root, where pyenv's interpreter lives)
-        path = f"PYTHONPATH={ROOT}:{sysconfig.get_paths()['purelib']}"
-        argv = ["env", path, "/usr/bin/python3", __file__, "--inventory", ARGS.inventory,
-                "--ours-json", f"{base},{level},{requests},{max_tokens}"]  # fmt: skip
-        done = Lab().node_exec(FROM_NODE, argv, timeout=900)
-        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
     body = chat_body(plan.model.served_name, plan.inference.prompt, max_tokens, ignore_eos=True)
     s = summarize(run_load(f"{base}/v1", CHAT_PATH, [body] * requests, level, 300))
     if s.failed:
@@ -114,8 +117,6 @@ def main() -> int:
         base, *load = args.ours_json.split(",")
         print(json.dumps(ours(plan, base, *map(int, load))))
         return 0
-    global FROM_NODE, ARGS
-    FROM_NODE, ARGS = args.ours_from, args
     lab = Lab()
     base = f"http://{plan.head.address}:{plan.engine.api_port}"
     with ExitStack() as stack:
@@ -134,7 +135,8 @@ def main() -> int:
             for r in range(args.rounds):
                 for who in ("ours", "vllm") if r % 2 == 0 else ("vllm", "ours"):
                     if who == "ours":
-                        mine.append(ours(plan, base, *load))
+                        mine.append(ours_from(lab, args.ours_from, args.inventory, base, *load)
+                                    if args.ours_from else ours(plan, base, *load))  # fmt: skip
                     else:
                         theirs.append(vllm_bench(lab, plan, base, *load))
             a, b = median(mine, "tok_s"), median(theirs, "tok_s")

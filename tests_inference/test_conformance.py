@@ -20,9 +20,9 @@ CHAT, TEXT = "/chat/completions", "/completions"
 PROMPT = "Write one short sentence about the sea."
 
 
-def ask(endpoint: Endpoint, path: str, **extra: object) -> tuple[int, object]:
-    return post_json(endpoint.v1, path, judge.body(path, endpoint.model, PROMPT, **extra),
-                     REQUEST_TIMEOUT_S, endpoint.api_key)  # fmt: skip
+def ask(endpoint: Endpoint, path: str, max_tokens: int, **extra: object) -> tuple[int, object]:
+    body = judge.body(path, endpoint.model, PROMPT, max_tokens, **extra)
+    return post_json(endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key)
 
 
 def test_models_lists_the_planned_served_name(endpoint: Endpoint, inventory: Inventory) -> None:

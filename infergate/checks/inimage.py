@@ -10,14 +10,13 @@ makes of the plan: versions, the model's architecture, the planned flags, a stra
 from __future__ import annotations
 
 import json
-import shlex
 from importlib.resources import files
 from typing import Any
 
 from infergate.checks.cuda import CudaVersion, parse_cuda_version, parse_cuda_version_json
 from infergate.checks.nccl import AllReduce
 from infergate.checks.probe import Section
-from infergate.docker_cli import run_keeping_ngc_entrypoint
+from infergate.docker_cli import remove_labelled, run_keeping_ngc_entrypoint
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
@@ -58,8 +57,7 @@ def in_image_command(
 
 def cleanup_command(label: str) -> str:
     """Remove this run's probe containers only (a Ctrl-C can leave one behind)."""
-    found = f"docker ps -aq --filter label={PROBE_LABEL}={shlex.quote(label)}"
-    return f'ids=$({found}); [ -z "$ids" ] || docker rm -f $ids >/dev/null'
+    return remove_labelled(f"{PROBE_LABEL}={label}")
 
 
 def body(section: Section | None) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from infergate.deploy.watch import (
     poll_command,
     scan,
 )  # fmt: skip
+from infergate.docker_cli import remove_labelled
 from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
 
@@ -321,9 +322,7 @@ class Deployment:
         """Remove this run's containers, by its label, on every node at once (SIGTERM,
         then SIGKILL after the grace: vLLM's lone head ignores SIGTERM)."""
         label = f"{RUN_LABEL}={self.launch.run_id}"
-        command = (f'ids=$(docker ps -aq --filter label={label}); [ -z "$ids" ] && exit 0; '
-                   f"docker stop -t {STOP_GRACE_S} $ids >/dev/null; docker rm -f $ids >/dev/null; "
-                   f"docker ps -aq --filter label={label}")  # fmt: skip
+        command = f"{remove_labelled(label, STOP_GRACE_S)}; docker ps -aq --filter label={label}"
         left = self._each(lambda n: self.io(n, command, 60 + STOP_GRACE_S).stdout.strip(),
                           list(self.nodes))  # fmt: skip
         still = {n: ids for n, ids in left.items() if ids}

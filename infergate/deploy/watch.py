@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -154,9 +153,3 @@ def parse_docker_top(text: str) -> list[Process]:
         if pid.isdigit():
             processes.append(Process(int(pid), args.strip()))
     return processes
-
-
-def inspect_state(text: str) -> dict[str, object]:
-    """`docker inspect CONTAINER`'s State object (the evidence file keeps it whole)."""
-    docs = json.loads(text or "[]")
-    return dict(docs[0]["State"]) if docs else {}

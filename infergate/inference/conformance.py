@@ -12,18 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from infergate.inference.client import StreamRecord
+from infergate.inference.plan import CHAT_PATH as CHAT
+from infergate.inference.plan import chat_body
 from infergate.inference.sse import framing_problems
 from infergate.problems import Problem
 
-CHAT = "/chat/completions"
 HEAD_LOG = "read the engine's log on the head at the time of the request"
 
 
-def body(path: str, model: str, prompt: str, **extra: object) -> dict[str, object]:
-    """A request for PATH: chat messages or a text prompt."""
+def body(path: str, model: str, prompt: str, max_tokens: int, **extra: object) -> dict[str, object]:
+    """A request for PATH: one chat turn or a text prompt."""
     if path == CHAT:
-        return {"model": model, "messages": [{"role": "user", "content": prompt}], **extra}
-    return {"model": model, "prompt": prompt, **extra}
+        return chat_body(model, prompt, max_tokens, **extra)
+    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, **extra}
 
 
 def check_models(status: int, answer: object, model: str) -> list[Problem]:
