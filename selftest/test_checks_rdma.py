@@ -14,16 +14,13 @@ from fixtures.inventory import load_inventory
 from infergate.checks.facts import rdma_ports_of
 from infergate.checks.probe import RDMA_PORTS, parse_sections, probe_script
 from infergate.checks.rdma import (
-    RdmaPlan,
     check_rdma,
     check_rdma_ports_active,
     check_roce_v2_gids,
     check_twin_hcas_planned,
     fabric_twins,
-    parse_nccl_ib_hca,
-    parse_rdma_sysfs,
-    rdma_plan,
 )
+from infergate.checks.rdma_sysfs import RdmaPlan, parse_nccl_ib_hca, parse_rdma_sysfs, rdma_plan
 
 DATA = Path(__file__).parent / "data" / "rdma"
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"

@@ -31,7 +31,7 @@ from infergate.checks.model import FileStat, parse_find_files, parse_safetensors
 from infergate.checks.network import Interface, parse_ip_addr_json
 from infergate.checks.ports import Listening, parse_ss_listening
 from infergate.checks.probe import Section
-from infergate.checks.rdma import RdmaPort, parse_rdma_sysfs
+from infergate.checks.rdma_sysfs import RdmaPort, parse_rdma_sysfs
 
 Sections = dict[str, Section]
 

@@ -1,0 +1,182 @@
+"""RDMA as sysfs shows it and as the plan names it: ports with their GIDs (the `rdma-ports`
+probe section), NCCL_IB_HCA read as NCCL reads it, and a node's RDMA plan. The judges are in
+infergate.checks.rdma.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from ipaddress import IPv4Address, IPv6Address
+
+from infergate.inventory import NodeFabric
+
+HCAS_KEY = "nodes[*].fabric.hcas"
+
+
+@dataclass(frozen=True)
+class Gid:
+    index: int
+    gid: IPv6Address
+    type: str  # "RoCE v2" or "IB/RoCE v1", as gid_attrs/types/N says
+    netdev: str
+
+    @property
+    def ipv4(self) -> IPv4Address | None:
+        return self.gid.ipv4_mapped
+
+    @property
+    def text(self) -> str:
+        return f"::ffff:{self.ipv4}" if self.ipv4 else str(self.gid)
+
+
+@dataclass(frozen=True)
+class RdmaPort:
+    device: str
+    port: int
+    state: str  # "4: ACTIVE"
+    phys_state: str  # "5: LinkUp"
+    rate: str
+    link_layer: str  # "Ethernet" (RoCE) or "InfiniBand"
+    netdevs: tuple[str, ...]
+    pci: str  # "0000:01:00.1"; "" where the device is not a PCI function
+    sys_image_guid: str
+    gids: tuple[Gid, ...] = ()
+
+    @property
+    def state_name(self) -> str:
+        return _name(self.state)
+
+    @property
+    def phys_state_name(self) -> str:
+        return _name(self.phys_state)
+
+    @property
+    def up(self) -> bool:
+        return self.state_name == "ACTIVE" and self.phys_state_name == "LinkUp"
+
+    @property
+    def where(self) -> str:
+        return f"{self.device} port {self.port} (on {'/'.join(self.netdevs) or 'no netdev'})"
+
+
+def _name(numbered: str) -> str:
+    """`4: ACTIVE` -> `ACTIVE`."""
+    return numbered.partition(": ")[2] or numbered
+
+
+def parse_rdma_sysfs(text: str) -> list[RdmaPort]:
+    """Parse the `rdma-ports` probe section: tab-separated `port` and `gid` lines read from
+    /sys/class/infiniband/DEV/ports/N (state, phys_state, rate, link_layer, the netdev from
+    gid_attrs/ndevs/0 or DEV/device/net, the PCI function, sys_image_guid) and, for every
+    non-zero gids/IDX, the GID with gid_attrs/types/IDX and gid_attrs/ndevs/IDX.
+
+    Sample lines (tabs shown as `|`):
+    ``port|rocep1s0f1|1|4: ACTIVE|5: LinkUp|200 Gb/sec (2X NDR)|Ethernet|enp1s0f1np1|0000:01:00.1|fc4c:ea03:00f9:4230``
+    ``gid|rocep1s0f1|1|3|0000:0000:0000:0000:0000:ffff:c0a8:c80c|RoCE v2|enp1s0f1np1``
+    """  # noqa: E501
+    ports: dict[tuple[str, int], RdmaPort] = {}
+    gids: dict[tuple[str, int], list[Gid]] = {}
+    for line in filter(None, text.splitlines()):
+        kind, *fields = line.split("\t")
+        if kind == "port" and len(fields) == 9:
+            dev, num, state, phys, rate, layer, nets, pci, guid = fields
+            key = (dev, int(num))
+            netdevs = tuple(filter(None, nets.split(",")))
+            ports[key] = RdmaPort(*key, state, phys, rate, layer, netdevs, pci, guid)
+        elif kind == "gid" and len(fields) == 6:
+            dev, num, index, value, gid_type, netdev = fields
+            gids.setdefault((dev, int(num)), []).append(
+                Gid(int(index), IPv6Address(value), gid_type, netdev)
+            )
+        else:
+            raise ValueError(f"not an rdma-ports line: {line[:120]!r}")
+    return [
+        replace(p, gids=tuple(sorted(gids.get(k, ()), key=lambda g: g.index)))
+        for k, p in sorted(ports.items())
+    ]
+
+
+@dataclass(frozen=True)
+class HcaToken:
+    """One entry of NCCL_IB_HCA (or of fabric.hcas): a device name or prefix, maybe a port."""
+
+    name: str
+    port: int | None
+    exact: bool
+
+    def matches(self, port: RdmaPort) -> bool:
+        named = port.device == self.name if self.exact else port.device.startswith(self.name)
+        return named and self.port in (None, port.port)
+
+    @property
+    def text(self) -> str:
+        return self.name + (f":{self.port}" if self.port is not None else "")
+
+
+@dataclass(frozen=True)
+class HcaFilter:
+    """NCCL_IB_HCA as NCCL reads it: a leading `^` excludes, then `=` makes names exact
+    (otherwise prefixes); `name:port` picks one port."""
+
+    exclude: bool
+    tokens: tuple[HcaToken, ...]
+
+    def selects(self, port: RdmaPort) -> bool:
+        hit = not self.tokens or any(t.matches(port) for t in self.tokens)
+        return hit != self.exclude
+
+
+def parse_nccl_ib_hca(value: str) -> HcaFilter:
+    exclude = value.startswith("^")
+    rest = value[1:] if exclude else value
+    exact = rest.startswith("=")
+    return HcaFilter(exclude, _tokens(rest[1:] if exact else rest, exact))
+
+
+def _tokens(value: str, exact: bool) -> tuple[HcaToken, ...]:
+    parts = (entry.strip().partition(":") for entry in value.split(","))
+    return tuple(
+        HcaToken(name, int(port) if port.isdigit() else None, exact)
+        for name, _, port in parts
+        if name
+    )
+
+
+@dataclass(frozen=True)
+class RdmaPlan:
+    """What one node's plan says about RDMA: its HCAs, the engine env's NCCL_IB_HCA and
+    NCCL_IB_GID_INDEX ("" when unset), and its fabric address and interface."""
+
+    hcas: tuple[str, ...]
+    nccl_ib_hca: str
+    gid_index: str
+    address: IPv4Address
+    interface: str
+
+    @property
+    def names_hcas(self) -> bool:
+        return bool(self.hcas or self.nccl_ib_hca)
+
+    @property
+    def hca_tokens(self) -> tuple[HcaToken, ...]:
+        return _tokens(",".join(self.hcas), exact=True)
+
+    def named(self) -> Iterator[tuple[str, HcaToken]]:
+        """Every HCA the plan names, with where it does: fabric.hcas exactly, NCCL_IB_HCA as
+        NCCL matches it (an exclusion list names none)."""
+        yield from ((HCAS_KEY, t) for t in self.hca_tokens)
+        selection = parse_nccl_ib_hca(self.nccl_ib_hca)
+        if not selection.exclude:
+            yield from ((f"NCCL_IB_HCA={self.nccl_ib_hca}", t) for t in selection.tokens)
+
+
+def rdma_plan(fabric: NodeFabric, env: Mapping[str, str]) -> RdmaPlan:
+    """The RDMA part of a node's plan, from its fabric entry and its resolved engine env."""
+    return RdmaPlan(
+        hcas=fabric.hcas,
+        nccl_ib_hca=env.get("NCCL_IB_HCA", ""),
+        gid_index=env.get("NCCL_IB_GID_INDEX", "").strip(),
+        address=fabric.address.ip,
+        interface=fabric.interface,
+    )
