@@ -3,8 +3,8 @@ pytest_plugins = [
     "fixtures.inventory",
     "fixtures.hosts",
     "fixtures.facts",
+    "fixtures.report",  # before inimage, which imports it: pytest rewrites it first
     "fixtures.inimage",
-    "fixtures.report",
     "fixtures.deploy",
     "fixtures.endpoint",
     "pytester",  # selftest runs the real suite in a subprocess

@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MASTER_ADDR=127.0.0.1
 S=infergate/checks/scripts/in_image.py
 rank() {  # rank CASE N PORT DEADLINE [ENV...]
   local case=$1 n=$2 port=$3 deadline=$4; shift 4
-  env "$@" MASTER_PORT=$port LOCAL_RANK=$n python3 $S vllm /tmp/no-model $n 2 $deadline \
+  env "$@" MASTER_PORT=$port LOCAL_RANK=$n python3 $S vllm /tmp/no-model $n 2 $deadline fresh \
     --max-model-len 1024 > "$OUT/inimage-$case-rank$n.txt" 2>&1
 }
 time { rank ok 0 29531 60 GLOO_SOCKET_IFNAME=lo & rank ok 1 29531 60 GLOO_SOCKET_IFNAME=lo; wait; }

@@ -1,6 +1,7 @@
 """The in-image probe's sections, recorded from the probe script run for real on a 2xH200
 host (selftest/data/README.md), and the judges over them."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,9 @@ import yaml
 
 from infergate.checks.cuda import parse_cuda_init
 from infergate.checks.inimage import (
+    CACHED,
     body,
+    cache_write_command,
     check_all_reduce,
     check_flags,
     check_model_supported,
@@ -19,7 +22,7 @@ from infergate.checks.inimage import (
     nccl_allreduce,
 )
 from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
-from infergate.checks.probe import parse_sections
+from infergate.checks.probe import Section, parse_sections
 from infergate.inventory import parse_inventory
 
 DATA = Path(__file__).parent / "data" / "h200-device"
@@ -119,8 +122,46 @@ def test_expected_transport_follows_the_plan(plan, transport):
 
 
 def test_probe_command_keeps_an_ngc_entrypoint_and_labels_the_container():
-    command = in_image_command("img:1", ["vllm", "/m"], {"A": "b c"}, ["/m"], True, "run42")
+    args = ["vllm", "/m", "0", "2", "60", "--max-model-len", "1024"]
+    command = in_image_command("img:1", args, {"A": "b c"}, ["/m"], True, "run42")
     assert "*nvidia_entrypoint*|null|" in command
     assert (
         "--label infergate.preflight=run42 --gpus all -e 'A=b c' -v /m:/m:ro $ep img:1" in command
     )
+    # a cache hit runs the probe without the engine's facts; a miss runs it whole
+    assert " 0 2 60 cached --max-model-len 1024" in command
+    assert " 0 2 60 fresh --max-model-len 1024" in command
+    assert 'if [ -s "$cache" ]; then hit=true' in command
+    fresh_only = in_image_command("img:1", args, {}, ["/m"], False, "run42", reuse=False)
+    assert "if false; then hit=true" in fresh_only
+
+
+def _fresh_run(key: str = "0123456789abcdef0123456789abcdef", rc: int = 0) -> dict:
+    sections = {name: Section(0, f'{{"{name}": "read in the image"}}') for name in CACHED}
+    sections["flags"] = Section(rc, '{"unknown": []}')
+    sections["rendezvous"] = Section(0, '{"gloo_sum": 2}')
+    sections["facts-cache"] = Section(0, f'{{"key": "{key}", "hit": false}}')
+    return sections
+
+
+def test_a_fresh_read_is_stored_on_the_node_and_reads_back_the_same(tmp_path):
+    sections = _fresh_run()
+    command = cache_write_command(sections)
+    assert command is not None
+    subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path)}, check=True)
+    (stored,) = (tmp_path / ".cache" / "infergate" / "in-image").iterdir()
+    assert stored.name == "0123456789abcdef0123456789abcdef"
+    assert parse_sections(stored.read_text()) == {name: sections[name] for name in CACHED}
+
+
+@pytest.mark.parametrize(
+    ("case", "sections"),
+    [
+        ("a cache hit", {**_fresh_run(), "facts-cache": Section(0, '{"key": "ab", "hit": true}')}),
+        ("a fact that failed is read again next run", _fresh_run(rc=1)),
+        ("a key that is not the shell's hash", _fresh_run(key="../../etc/passwd")),
+        ("the container never ran", {"facts-cache": _fresh_run()["facts-cache"]}),
+    ],
+)
+def test_nothing_is_stored(case, sections):
+    assert cache_write_command(sections) is None, case

@@ -228,6 +228,26 @@ def test_flag_of_the_other_engine_is_named(engine_lab, pytester, tmp_path):
     )
 
 
+def test_engine_facts_are_reused_only_for_the_same_image_config_and_plan(
+    engine_lab, pytester, tmp_path
+):
+    run_suite(pytester, "-m", "preflight and image")  # whatever was cached before, now it is
+    again = run_suite(pytester, "-m", "preflight and image")
+    assert again.red() == set(), again.output
+    assert "facts (versions, registry, model config, flags): node1 cached, node2 cached" in (
+        again.output
+    )
+    # a flag value no earlier run planned: a new key, so the image reads it again
+    seqs = str(100 + time.time_ns() % 100_000)
+    plan = with_plan(tmp_path, lambda p: p["engine"]["flags"].extend(["--max-num-seqs", seqs]))
+    changed = run_suite(pytester, "-m", "preflight and image", inventory=plan)
+    assert changed.red() == set(), changed.output
+    assert "node1 fresh, node2 fresh" in changed.output
+    forced = run_suite(pytester, "-m", "preflight and image", "--in-image", "fresh")
+    assert forced.red() == set(), forced.output
+    assert "node1 fresh, node2 fresh" in forced.output
+
+
 def test_wrong_gloo_interface_fails_on_the_node_and_in_the_rendezvous(
     engine_lab, pytester, tmp_path
 ):

