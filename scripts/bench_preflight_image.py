@@ -4,10 +4,12 @@ engine, side by side in one run on the 2-node lab; and the host-level preflight 
     python scripts/bench_preflight_image.py [--repeats 3]
 
 Each round times, one after the other: `docker run --rm IMAGE python3 -c 'import vllm'` on
-node1 (the floor any in-image check pays), `pytest -m preflight -n auto` (every check, the
-in-image probes batched into one container per node, all nodes at once), and
-`pytest -m "preflight and not image" -n auto` (host-level only). Needs the lab with its
-engine: `python -m infergate.lab up && python -m infergate.lab engine`.
+node1 (the floor any in-image check pays); `pytest -m preflight` (every check, the in-image
+probes batched into one container per node, all nodes at once) with `--in-image fresh` (a
+new image or plan: the engine imported and its registry and parser run) and with the facts
+the nodes cached in the run before (the rendezvous and CUDA init run all the same), each in
+one process and with `-n auto`; and `pytest -m "preflight and not image"` (host level only).
+Needs the lab with its engine: `python -m infergate.lab up && python -m infergate.lab engine`.
 """
 
 from __future__ import annotations
@@ -38,24 +40,24 @@ def bare_import(lab: Lab) -> float:
     return time.perf_counter() - start
 
 
-def preflight(marker: str) -> float:
-    argv = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-m",
-        marker,
-        "-n",
-        "auto",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-    ]
+def preflight(*args: str) -> float:
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"preflight failed, not timing a red run:\n{done.stdout[-3000:]}")
     return time.perf_counter() - start
+
+
+FULL = ("-m", "preflight")
+HOST = ("-m", "preflight and not image")
+RUNS = {
+    "full, fresh": (*FULL, "--in-image", "fresh"),
+    "full, cached": FULL,
+    "full, cached, -n auto": (*FULL, "-n", "auto"),
+    "host level": HOST,
+    "host level, -n auto": (*HOST, "-n", "auto"),
+}
 
 
 def main() -> None:
@@ -64,24 +66,29 @@ def main() -> None:
     repeats = parser.parse_args().repeats
     lab = Lab()
     bare_import(lab)  # warm-up: page cache of the image's files
-    preflight("preflight")
-    rows: dict[str, list[float]] = {"bare": [], "full": [], "host": []}
+    preflight(*FULL)  # and the nodes' cache of the engine facts
+    rows: dict[str, list[float]] = {"bare": [], **{name: [] for name in RUNS}}
     for _ in range(repeats):
         rows["bare"].append(bare_import(lab))
-        rows["full"].append(preflight("preflight"))
-        rows["host"].append(preflight("preflight and not image"))
+        for name, args in RUNS.items():
+            rows[name].append(preflight(*args))
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"\n2-node lab, {repeats} rounds, median seconds (min-max)")
-    for key, label in (
-        ("bare", "docker run IMAGE python -c 'import vllm' (node1)"),
-        ("full", "pytest -m preflight -n auto (in-image included)"),
-        ("host", 'pytest -m "preflight and not image" -n auto'),
-    ):
-        print(f"  {label:<52} {med[key]:6.2f}  ({min(rows[key]):.2f}-{max(rows[key]):.2f})")
+    bare_label = "docker run IMAGE python3 -c 'import vllm' (node1)"
+    print(f"  {bare_label:<52} {_cell(rows['bare'])}")
+    for name, args in RUNS.items():
+        print(f"  {'pytest ' + ' '.join(args):<52} {_cell(rows[name])}")
+    bare = med["bare"]
     print(
-        f"full preflight / bare import: {med['full'] / med['bare']:.2f}x (goal <= 1.5x); "
-        f"host-level alone: {med['host']:.2f} s (goal <= 5 s)"
+        f"full preflight / bare import: fresh {med['full, fresh'] / bare:.2f}x, "
+        f"cached {med['full, cached'] / bare:.2f}x, cached -n auto "
+        f"{med['full, cached, -n auto'] / bare:.2f}x (goal <= 1.5x); host level alone: "
+        f"{med['host level']:.2f} s, -n auto {med['host level, -n auto']:.2f} s (goal <= 5 s)"
     )
+
+
+def _cell(values: list[float]) -> str:
+    return f"{statistics.median(values):6.2f}  ({min(values):.2f}-{max(values):.2f})"
 
 
 if __name__ == "__main__":
