@@ -10,6 +10,7 @@ import yaml
 from infergate.checks.cuda import parse_cuda_init
 from infergate.checks.inimage import (
     CACHED,
+    OTHER_ENGINE_FLAGS,
     body,
     cache_write_command,
     check_all_reduce,
@@ -165,3 +166,54 @@ def test_a_fresh_read_is_stored_on_the_node_and_reads_back_the_same(tmp_path):
 )
 def test_nothing_is_stored(case, sections):
     assert cache_write_command(sections) is None, case
+
+
+# --- both engines' own parsers and registries, run in the lab image (data/parsers/) --------
+
+PARSERS = Path(__file__).parent / "data" / "parsers"
+
+
+def recorded(engine: str, name: str) -> dict:
+    return body(parse_sections((PARSERS / f"{engine}.txt").read_text()).get(name))
+
+
+def test_vllm_rejects_every_sglang_flag_of_the_table_and_names_it():
+    flags = recorded("vllm-0.32.0", "flags")
+    rejected = {f for f in flags["unknown"] if f.startswith("-")}
+    assert rejected == OTHER_ENGINE_FLAGS["vllm"]
+    problems = check_flags(flags, "vllm")
+    assert len(problems) == len(rejected)
+    assert all("it is a SGLang flag" in p.found for p in problems)
+
+
+def test_sglang_0_5_23_takes_language_model_only_and_names_the_vllm_flags_it_rejects():
+    flags = recorded("sglang-0.5.23", "flags")
+    rejected = {f for f in flags["unknown"] if f.startswith("-")}
+    # the table's one entry a newer SGLang accepts: the seeds' SGLang rejected it
+    assert OTHER_ENGINE_FLAGS["sglang"] - rejected == {"--language-model-only"}
+    (first, *_) = problems = check_flags(flags, "sglang")
+    assert len(problems) == len(rejected) == 7
+    assert (
+        first.found
+        == "sglang in the image rejects --distributed-executor-backend: it is a vLLM flag"
+    )
+
+
+def test_an_engine_whose_model_modules_do_not_import_is_named_with_the_first_error():
+    # SGLang's wheel in the vllm-cpu image: its 249 model modules fail on torchvision
+    (problem,) = check_model_supported(
+        recorded("sglang-0.5.23", "model-config"), recorded("sglang-0.5.23", "registry"), "sglang"
+    )
+    assert problem.found.startswith(
+        "the sglang model registry in the image lists no architecture at all; "
+        "loading it logged 249 warning(s): Ignore import error when loading "
+        "sglang.srt.models.afmoe: No module named 'torchvision'"
+    )
+    assert "LlamaForCausalLM" in problem.planned
+
+
+def test_vllm_registry_in_the_lab_image_lists_the_lab_model():
+    config, registry = recorded("vllm-0.32.0", "model-config"), recorded("vllm-0.32.0", "registry")
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    assert registry["warnings"] == 0
+    assert check_model_supported(config, registry, "vllm") == []

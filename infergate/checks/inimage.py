@@ -33,11 +33,15 @@ PROBE_LABEL = "infergate.preflight"
 SCRIPT = files("infergate.checks").joinpath("scripts/in_image.py").read_text()
 
 # Only to name a rejected flag: which engine it belongs to. Validation is the image's parser.
+# Each entry is rejected by the other engine's own parser as recorded in the lab
+# (selftest/data/parsers/), except --language-model-only: the seeds' SGLang rejected it,
+# SGLang 0.5.23 accepts it. SGLang takes --tensor-parallel-size and --pipeline-parallel-size
+# as aliases of its own, so they are not in the table.
 OTHER_ENGINE_FLAGS = {
     "sglang": {  # flags of vLLM, rejected by SGLang
-        "--language-model-only", "--tensor-parallel-size", "--pipeline-parallel-size",
-        "--gpu-memory-utilization", "--enforce-eager", "--max-model-len", "--master-addr",
-        "--headless", "--distributed-executor-backend", "--max-num-seqs",
+        "--language-model-only", "--gpu-memory-utilization", "--enforce-eager",
+        "--max-model-len", "--master-addr", "--headless", "--distributed-executor-backend",
+        "--max-num-seqs",
     },
     "vllm": {  # flags of SGLang, rejected by vLLM
         "--mem-fraction-static", "--tp-size", "--tp", "--dist-init-addr", "--model-path",
@@ -156,12 +160,27 @@ def check_model_supported(
                 + "'`",
             )
         ]
-    unknown = [a for a in archs if a not in set(registry.get("archs", []))]
+    known = set(registry.get("archs", []))
+    unknown = [a for a in archs if a not in known]
     if not unknown:
         return []
+    logged = registry.get("first_warnings") or []
+    if not known:
+        said = f": {logged[0]}" if logged else ""
+        return [
+            Problem(
+                found=f"the {kind} model registry in the image lists no architecture at all; "
+                f"loading it logged {registry.get('warnings', 0)} warning(s){said}",
+                planned=f"{kind}'s model modules importable in the image, {unknown[0]} among them",
+                remedy="the image's engine install is incomplete (a model module's import "
+                "fails): install what the warning names in a derived image, or use the "
+                "engine's released image",
+            )
+        ]
     return [
         Problem(
-            found=f"{kind} in the image does not support {', '.join(unknown)}",
+            found=f"{kind} in the image does not support {', '.join(unknown)}"
+            + (f" (loading its registry logged: {logged[0]})" if logged else ""),
             planned=f"an engine version that serves {', '.join(archs)}",
             remedy=f"use an image with a {kind} release that lists {unknown[0]} "
             "(its model registry), or a model the image supports",

@@ -142,11 +142,27 @@ def model_config(path):
 
 
 def registry(kind):
-    if kind.startswith("vllm"):
-        from vllm import ModelRegistry
-    else:
-        from sglang.srt.models.registry import ModelRegistry
-    return {"archs": sorted(ModelRegistry.get_supported_archs())}
+    """The engine's model registry, and what the engine logged while loading it: SGLang
+    imports every model module and skips, with a warning, those that fail to import."""
+    import logging
+
+    logged = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            logged.append(record.getMessage()[:300])
+
+    keep = Keep(logging.WARNING)
+    logging.getLogger().addHandler(keep)
+    try:
+        if kind.startswith("vllm"):
+            from vllm import ModelRegistry
+        else:
+            from sglang.srt.models.registry import ModelRegistry
+        archs = sorted(ModelRegistry.get_supported_archs())
+    finally:
+        logging.getLogger().removeHandler(keep)
+    return {"archs": archs, "warnings": len(logged), "first_warnings": logged[:3]}
 
 
 def vllm_parser():
