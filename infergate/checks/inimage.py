@@ -191,9 +191,13 @@ def check_model_supported(
 def check_flags(flags: dict[str, Any], kind: str) -> list[Problem]:
     """Every planned flag is accepted by the engine's own parser in the image."""
     if "error" in flags:
-        return [Problem(found=f"the {kind} parser failed: {flags['error'][:300]}",
+        error = str(flags["error"])
+        no_engine = error.startswith(("ModuleNotFoundError", "ImportError"))
+        return [Problem(found=f"the {kind} parser failed: {error[:300]}",
                         planned="the planned flags parsed by the image's engine",
-                        remedy="fix engine.flags: the error names the flag")]  # fmt: skip
+                        remedy=f"the image has no importable {kind}: check image.ref and "
+                        f"`python3 -c 'import {kind.split('-')[0]}'` in it" if no_engine
+                        else "fix engine.flags: the error names the flag")]  # fmt: skip
     unknown = [f for f in flags.get("unknown", []) if f.startswith("-")]
     problems = []
     for flag in unknown:
