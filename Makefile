@@ -19,7 +19,7 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/python -m infergate.lab up -n $(NODES)
 	$(BIN)/python -m infergate.lab engine
-	$(BIN)/pytest -m preflight -n auto
+	$(BIN)/pytest -m preflight
 	$(BIN)/pytest tests_deploy tests_inference
 	$(BIN)/pytest tests_deploy tests_inference --inventory=inventories/lab-moe-tp2.yaml
 

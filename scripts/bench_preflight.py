@@ -1,10 +1,11 @@
-"""Warm wall time of the host-level preflight (`pytest -m preflight -n auto` over the host,
-fabric and memory checks) against a 2-node and a 16-node lab. The image and model checks
-are left out: the 16-node lab carries no engine (3 GB of image on each of 16 nodes).
+"""Warm wall time of the host-level preflight (`pytest -m preflight` over the host, fabric
+and memory checks) against a 2-node and a 16-node lab, in one process and under `-n auto`.
+The image and model checks are left out: the 16-node lab carries no engine (3 GB of image
+on each of 16 nodes).
 
 Measured side by side in one run, on this machine: for each lab size, one warm-up run
-(first SSH connections, Python bytecode caches), then REPEATS timed runs; prints the
-median and the 16-node/2-node ratio. The lab is left with 2 nodes.
+(first SSH connections, Python bytecode caches), then REPEATS timed runs of each mode,
+alternating; prints the medians and the 16-node/2-node ratios. The lab is left with 2 nodes.
 
     python scripts/bench_preflight.py [--repeats 5]
 """
@@ -26,7 +27,10 @@ def lab_up(nodes: int) -> None:
     subprocess.run([sys.executable, "-m", "infergate.lab", "up", "-n", str(nodes)], check=True)
 
 
-def preflight_seconds() -> float:
+MODES = {"one process": (), "-n auto": ("-n", "auto")}
+
+
+def preflight_seconds(mode: tuple[str, ...]) -> float:
     argv = [
         sys.executable,
         "-m",
@@ -34,8 +38,7 @@ def preflight_seconds() -> float:
         "-m",
         "preflight",
         *(f"tests_preflight/test_{name}.py" for name in ("host", "fabric", "memory")),
-        "-n",
-        "auto",
+        *mode,
         "-q",
         "-p",
         "no:cacheprovider",
@@ -49,10 +52,15 @@ def preflight_seconds() -> float:
     return elapsed
 
 
-def measure(nodes: int, repeats: int) -> list[float]:
+def measure(nodes: int, repeats: int) -> dict[str, list[float]]:
     lab_up(nodes)
-    preflight_seconds()  # warm-up
-    return [preflight_seconds() for _ in range(repeats)]
+    times: dict[str, list[float]] = {name: [] for name in MODES}
+    for mode in MODES.values():
+        preflight_seconds(mode)  # warm-up
+    for _ in range(repeats):
+        for name, mode in MODES.items():
+            times[name].append(preflight_seconds(mode))
+    return times
 
 
 def main() -> None:
@@ -63,12 +71,14 @@ def main() -> None:
         times = {n: measure(n, repeats) for n in (2, 16)}
     finally:
         lab_up(2)
-    print(f"\npytest -m preflight -n auto, warm, {repeats} runs each (seconds)")
-    print(f"{'nodes':>5}  {'median':>7}  {'min':>6}  {'max':>6}")
-    for n, t in times.items():
-        print(f"{n:>5}  {statistics.median(t):7.2f}  {min(t):6.2f}  {max(t):6.2f}")
-    ratio = statistics.median(times[16]) / statistics.median(times[2])
-    print(f"16 nodes / 2 nodes: {ratio:.2f}x  (goal: 2 nodes <= 5 s, ratio <= 1.5x)")
+    print(f"\npytest -m preflight (host, fabric, memory), warm, {repeats} runs each (seconds)")
+    print(f"{'nodes':>5}  {'mode':<12}  {'median':>7}  {'min':>6}  {'max':>6}")
+    for n, modes in times.items():
+        for name, t in modes.items():
+            print(f"{n:>5}  {name:<12}  {statistics.median(t):7.2f}  {min(t):6.2f}  {max(t):6.2f}")
+    for name in MODES:
+        ratio = statistics.median(times[16][name]) / statistics.median(times[2][name])
+        print(f"{name}: 16 nodes / 2 nodes {ratio:.2f}x  (goal: 2 nodes <= 5 s, ratio <= 1.5x)")
 
 
 if __name__ == "__main__":
