@@ -269,3 +269,20 @@ def test_rendezvous_turns_red_within_its_deadline(engine_lab, pytester, fault, a
     assert RENDEZVOUS in run.red(), run.output
     assert "node2 (10.251.0.12)" in run.message(RENDEZVOUS)
     assert time.monotonic() - start < 30 + 180  # the lab's deadline + the import allowance
+
+
+def test_a_run_stopped_early_removes_its_probe_containers_before_their_deadline(
+    engine_lab, pytester
+):
+    # node2 cut off: its rendezvous would wait out the 30 s deadline; -x ends the run at the
+    # first failure, while the probes started with the first test still run
+    engine_lab.apply_fault("link-down", "node2")
+    start = time.monotonic()
+    run = run_suite(pytester, "-m", "preflight", "-x")
+    elapsed = time.monotonic() - start
+    assert len(run.red()) == 1, run.output
+    assert RENDEZVOUS not in run.outcomes, run.output
+    label = "label=infergate.preflight"
+    left = {n: engine_lab.ssh(n, [f"docker ps -aq --filter {label}"]).stdout.split() for n in NODES}
+    assert left == {"node1": [], "node2": []}
+    assert elapsed < 30, f"{elapsed:.1f} s: the probes were left to their deadline"
