@@ -12,9 +12,20 @@ def run_keeping_ngc_entrypoint(options: list[str], image: str, command: list[str
     inspect = (
         f"docker image inspect --format '{{{{json .Config.Entrypoint}}}}' {shlex.quote(image)}"
     )
-    run = f"docker run {shlex.join(options)} $ep {shlex.quote(image)} {shlex.join(command)}"
-    keep = 'in *nvidia_entrypoint*|null|"") ep= ;; *) ep=--entrypoint= ;; esac'
-    return f'case "$({inspect} 2>/dev/null)" {keep}\n{run}'
+    choice = keep_ngc_entrypoint(f'"$({inspect} 2>/dev/null)"')
+    return f"{choice}\n{docker_run(options, image, command)}"
+
+
+def keep_ngc_entrypoint(entrypoint: str) -> str:
+    """A shell `case` that sets $ep for docker_run from ENTRYPOINT, a shell word that holds
+    the image's `json .Config.Entrypoint`: empty for NGC's entrypoint or none, otherwise
+    `--entrypoint=` to clear it."""
+    return f'case {entrypoint} in *nvidia_entrypoint*|null|"") ep= ;; *) ep=--entrypoint= ;; esac'
+
+
+def docker_run(options: list[str], image: str, command: list[str]) -> str:
+    """`docker run` of COMMAND in IMAGE, with the entrypoint keep_ngc_entrypoint chose."""
+    return f"docker run {shlex.join(options)} $ep {shlex.quote(image)} {shlex.join(command)}"
 
 
 def remove_labelled(label: str, stop_grace_s: int | None = None) -> str:

@@ -141,11 +141,14 @@ def test_probe_command_keeps_an_ngc_entrypoint_and_labels_the_container():
         "--label infergate.preflight=run42 --gpus all -e 'A=b c' -v /m:/m:ro $ep img:1" in command
     )
     # a cache hit runs the probe without the engine's facts; a miss runs it whole
-    assert " 0 2 60 cached --max-model-len 1024" in command
-    assert " 0 2 60 fresh --max-model-len 1024" in command
-    assert 'if [ -s "$cache" ]; then hit=true' in command
+    assert 'if [ -s "$cache" ]; then hit=true facts=cached; else hit=false facts=fresh' in command
+    assert ' 0 2 60 "$facts" --max-model-len 1024' in command
+    # one inspect gives the key its image ID and the entrypoint choice its entrypoint
+    assert command.count("docker image inspect") == 1
+    assert 'echo "${meta%% *}"' in command
+    assert 'case "${meta#* }" in' in command
     fresh_only = in_image_command("img:1", args, {}, ["/m"], False, "run42", reuse=False)
-    assert "if false; then hit=true" in fresh_only
+    assert "if false; then hit=true facts=cached" in fresh_only
 
 
 def _fresh_run(key: str = "0123456789abcdef0123456789abcdef", rc: int = 0) -> dict:

@@ -25,7 +25,7 @@ from typing import Any
 from infergate.checks.cuda import CudaVersion, parse_cuda_version, parse_cuda_version_json
 from infergate.checks.nccl import AllReduce
 from infergate.checks.probe import Section
-from infergate.docker_cli import remove_labelled, run_keeping_ngc_entrypoint
+from infergate.docker_cli import docker_run, keep_ngc_entrypoint, remove_labelled
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
@@ -78,19 +78,19 @@ def in_image_command(
     kind, model, rank, world, deadline, *flags = args
     probe = ["python3", "-c", SCRIPT, kind, model, rank, world, deadline]
     plan = json.dumps([SCRIPT, kind, model, flags, sorted(env.items())])
-    inspect = f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(image)} 2>/dev/null"
+    # one inspect gives both the image ID (for the key) and its entrypoint
+    inspect = "docker image inspect --format '{{.Id}} {{json .Config.Entrypoint}}'"
     config = shlex.quote(f"{model}/config.json")
     hit = '[ -s "$cache" ]' if reuse else "false"
     said = r"""printf '\n@@@ facts-cache 0\n{"key": "%s", "hit": %s}\n' "$key" "$hit" """
     return "\n".join([
-        f"key=$({{ {inspect}; cat {config} 2>/dev/null; echo {_sha256(plan)}; }} "
+        f"meta=$({inspect} {shlex.quote(image)} 2>/dev/null)",
+        keep_ngc_entrypoint('"${meta#* }"'),
+        f'key=$({{ echo "${{meta%% *}}"; cat {config} 2>/dev/null; echo {_sha256(plan)}; }} '
         "| sha256sum | cut -c1-32)",
         f"cache={CACHE_DIR}/$key",
-        f"if {hit}; then hit=true",
-        run_keeping_ngc_entrypoint(options, image, [*probe, "cached", *flags]),
-        "else hit=false",
-        run_keeping_ngc_entrypoint(options, image, [*probe, "fresh", *flags]),
-        "fi",
+        f"if {hit}; then hit=true facts=cached; else hit=false facts=fresh; fi",
+        f'{docker_run(options, image, probe)} "$facts" {shlex.join(flags)}',
         "rc=$?",
         said.strip(),
         '[ "$hit" = false ] || cat "$cache"',
