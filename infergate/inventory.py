@@ -113,6 +113,8 @@ class Thresholds:
     weights_timeout_s: float = 900.0
     ready_timeout_s: float = 1200.0
     cluster_join_timeout_s: float = 120.0  # every node in `ray status`
+    # the first hash of every model file: 127 GB at ~212 MB/s in 10 min, so an hour
+    model_hash_timeout_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -335,7 +337,7 @@ _THRESHOLD_KEYS = (
     "kv_cache_gib", "memory_headroom_gib", "min_mem_available_gib", "command_timeout_s",
     "connect_timeout_s", "tp_balance_min_ratio", "page_cache_gap_gib", "nccl_busbw_min_gbps",
     "rendezvous_timeout_s", "dist_init_timeout_s", "weights_timeout_s", "ready_timeout_s",
-    "cluster_join_timeout_s",
+    "cluster_join_timeout_s", "model_hash_timeout_s",
 )  # fmt: skip
 
 
@@ -356,6 +358,7 @@ def _thresholds(data: object, path: str) -> Thresholds:
         weights_timeout_s=s.get("weights_timeout_s", _POSITIVE, d.weights_timeout_s),
         ready_timeout_s=s.get("ready_timeout_s", _POSITIVE, d.ready_timeout_s),
         cluster_join_timeout_s=s.get("cluster_join_timeout_s", _POSITIVE, d.cluster_join_timeout_s),
+        model_hash_timeout_s=s.get("model_hash_timeout_s", _POSITIVE, d.model_hash_timeout_s),
     )
 
 

@@ -92,6 +92,12 @@ def test_min_mem_available_overrides_the_computed_need() -> None:
     assert inv.mem_needed_gib(inv.nodes[1]) == 50.0
 
 
+def test_model_hash_timeout_is_read_from_the_plan() -> None:
+    inv = parse_inventory(lab_with(("thresholds.model_hash_timeout_s", 7200)))
+    assert inv.thresholds.model_hash_timeout_s == 7200.0
+    assert Thresholds().model_hash_timeout_s == 3600.0  # the hour the hash always had
+
+
 def test_optional_keys_take_their_defaults() -> None:
     data = lab_with(
         ("thresholds", DELETE),
@@ -307,6 +313,7 @@ BAD = [
     bad("eenv-not-mapping", "engine.env", ["A=1"], "expected a mapping"),
     bad("thr-kv-negative", "thresholds.kv_cache_gib", -1, "expected at least 0"),
     bad("thr-timeout-zero", "thresholds.command_timeout_s", 0, "greater than 0"),
+    bad("thr-hash-timeout-zero", "thresholds.model_hash_timeout_s", 0, "greater than 0"),
     bad("thr-min-mem-zero", "thresholds.min_mem_available_gib", 0, "greater than 0"),
     bad("thr-bool", "thresholds.connect_timeout_s", True, "expected a number, got True"),
     bad("thr-unknown", "thresholds.kv_gib", 1, "unknown key"),
