@@ -217,7 +217,7 @@ def check_cuda_compatibility(
     if init is not None and init.ok is not None:
         return [] if init.ok else [_init_failed(init, planned, driver_cuda, image_cuda)]
     if image_cuda is None:
-        return [_cuda_unknown(planned)]
+        return [_cuda_unknown(planned, init)]
     if image_cuda <= driver_cuda:
         return []
     if image_cuda[0] == driver_cuda[0] and forward_compat_supported(gpu_name):
@@ -259,10 +259,10 @@ def _init_failed(
     )
 
 
-def _cuda_unknown(planned: str) -> Problem:
+def _cuda_unknown(planned: str, init: CudaInit | None) -> Problem:
+    said = init.evidence if init is not None and init.evidence else "no CUDA init probe"
     return Problem(
-        found="no CUDA version for the image (no /usr/local/cuda/version.json) "
-        "and no CUDA init probe",
+        found=f"no CUDA version for the image (no /usr/local/cuda/version.json) and {said}",
         planned=planned,
         remedy="run the CUDA init probe in the image: `docker run --rm --gpus all $IMG python -c "
         "\"import torch; torch.zeros(1, device='cuda'); print(torch.version.cuda)\"`",
