@@ -1,17 +1,20 @@
 """Driver against image CUDA, forward-compat libraries and CUDA init, on recorded outputs
 (sources: selftest/data/README.md)."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 from infergate.checks.cuda import (
     CudaInit,
+    ImageLibcuda,
     check_compat_libs,
     check_cuda_compatibility,
     compat_on_loader_path,
     cuda_compatibility_warnings,
     forward_compat_supported,
+    image_libcuda,
     parse_cuda_init,
     parse_cuda_version,
     parse_cuda_version_json,
@@ -158,10 +161,77 @@ def test_probe_failure_overrides_the_prediction():
     assert problem.found.startswith(
         "CUDA init fails: error 803 CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (cuInit rc=803"
     )
+    # CUDA 13.0 on a CUDA 13.0 driver needs no other libcuda: the one loaded is the mistake
     assert problem.remedy.startswith(
-        "use an image built for CUDA <= 13.0, or update the driver to >= 580.65.06"
+        "the image's CUDA runs natively on this driver, so a libcuda other than the driver's"
     )
-    assert "take it off the path" in problem.remedy
+    assert "remove /usr/local/cuda/compat from LD_LIBRARY_PATH" in problem.remedy
+    assert "update the driver" not in problem.remedy
+
+
+def forced_compat_on_the_h200() -> tuple[CudaInit, ImageLibcuda, tuple[int, int]]:
+    """h200-device: driver 580.159.04 (CUDA 13.0), compat libcuda 580.95.05, cuInit run with
+    LD_LIBRARY_PATH=/usr/local/cuda/compat (803), torch built for CUDA 13.0."""
+    device = DATA / "h200-device"
+    driver = parse_proc_driver_version((device / "proc-driver-version.txt").read_text())
+    listing = (device / "compat-ls.txt").read_text().split()
+    libs = image_libcuda(driver, listing, "/usr/local/cuda/compat")
+    driver_cuda = parse_cuda_version(
+        parse_nvidia_smi_table(read("h200-device/nvidia-smi.txt")).cuda
+    )
+    return parse_cuda_init((device / "cuinit-compat-forced.txt").read_text()), libs, driver_cuda
+
+
+def test_803_with_compat_over_the_h200_driver_leads_with_the_compat_libs():
+    init, libs, driver_cuda = forced_compat_on_the_h200()
+    image_cuda = parse_cuda_version(json.loads(read("h200-device/py-facts.json"))["torch_cuda"])
+    assert (driver_cuda, image_cuda) == ((13, 0), (13, 0))
+    (problem,) = check_cuda_compatibility(driver_cuda, image_cuda, H200, init, libs)
+    assert problem.remedy == (
+        "the image's forward-compat libcuda 580.95.05 is loaded over driver 580.159.04: remove "
+        "/usr/local/cuda/compat from LD_LIBRARY_PATH / /etc/ld.so.conf.d in the image (or run "
+        "with the driver's libcuda)"
+    )
+
+
+def test_803_with_compat_and_unknown_image_cuda_puts_the_versions_last():
+    init, libs, driver_cuda = forced_compat_on_the_h200()
+    assert parse_cuda_version_json(read("h200-device/cuda-version.json")) is None
+    (problem,) = check_cuda_compatibility(driver_cuda, None, H200, init, libs)
+    assert problem.remedy.startswith("the image's forward-compat libcuda 580.95.05 is loaded")
+    assert problem.remedy.endswith(
+        "; if the image needs a newer CUDA, use an image built for CUDA <= 13.0, or update the "
+        "driver to one whose nvidia-smi shows the image's CUDA or newer"
+    )
+
+
+def test_803_with_an_image_newer_than_the_driver_leads_with_the_versions():
+    init, libs, _ = forced_compat_on_the_h200()
+    (problem,) = check_cuda_compatibility((13, 0), (13, 1), H200, init, libs)
+    assert problem.remedy.startswith(
+        "use an image built for CUDA <= 13.0, or update the driver to >= 590.44.01; the image's "
+        "forward-compat libcuda 580.95.05"
+    )
+
+
+def test_the_in_image_probe_sees_compat_off_the_path():
+    part = json.loads(
+        read("h200-device/inimage-ok-rank0.txt").split("@@@ cuda 0\n")[1].split("\n")[0]
+    )
+    libs = image_libcuda("580.159.04", part["compat"], part["LD_LIBRARY_PATH"])
+    assert libs == ImageLibcuda("580.159.04", "580.95.05", on_path=False)
+
+
+def test_804_on_gb10_says_it_has_no_forward_compatibility():
+    (problem,) = check_cuda_compatibility((13, 0), (13, 1), GB10, parse_cuda_init(TORCH_804))
+    assert problem.remedy == (
+        "NVIDIA GB10 does not support forward compatibility, which this image's CUDA needs on "
+        "this driver: use an image built for CUDA <= 13.0, or update the driver to >= 590.44.01"
+    )
+    (native,) = check_cuda_compatibility((13, 0), (13, 0), GB10, parse_cuda_init(TORCH_804))
+    assert native.remedy.startswith(
+        "NVIDIA GB10 refuses forward compatibility and the image's CUDA does not need it: remove"
+    )
 
 
 def test_unknown_image_cuda_without_probe_asks_for_the_probe():

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from infergate.problems import Problem
 
@@ -124,6 +125,38 @@ def compat_on_loader_path(libcuda_paths: Sequence[str], ld_library_path: str = "
     )
 
 
+class CompatFacts(Protocol):
+    """Which libcuda a process loads, beside the kernel module's version: facts.CompatLibs
+    (the host probe) and image_libcuda (the in-image probe) both have these."""
+
+    @property
+    def host_driver(self) -> str: ...
+    @property
+    def compat_driver(self) -> str | None: ...
+    @property
+    def on_path(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class ImageLibcuda:
+    host_driver: str
+    compat_driver: str | None  # the libcuda version in the image's /usr/local/cuda/compat
+    on_path: bool  # the image's LD_LIBRARY_PATH puts that directory first
+
+
+def image_libcuda(
+    host_driver: str, compat_files: Sequence[str] | None, ld_library_path: str | None
+) -> ImageLibcuda:
+    """The in-image probe's `cuda` part (the names in /usr/local/cuda/compat, LD_LIBRARY_PATH)
+    beside the host's driver. The probe does not run ldconfig, so only LD_LIBRARY_PATH counts.
+
+    Sample: ``"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64:/usr/local/nvidia/lib", "compat":
+    ["libcuda.so", "libcuda.so.1", "libcuda.so.580.95.05", ...]``
+    """
+    compat = parse_ls_compat("\n".join(compat_files)) if compat_files else None
+    return ImageLibcuda(host_driver, compat, compat_on_loader_path((), ld_library_path or ""))
+
+
 @dataclass(frozen=True)
 class CudaInit:
     ok: bool | None  # None: the text says nothing either way
@@ -209,13 +242,18 @@ def check_cuda_compatibility(
     image_cuda: CudaVersion | None,
     gpu_name: str,
     init: CudaInit | None = None,
+    libs: CompatFacts | None = None,
 ) -> list[Problem]:
     """The image's CUDA runs on this driver. A CUDA init probe's verdict overrides the
     prediction; without one, a newer major fails, and so does a newer minor on a GPU where
-    forward compatibility is not documented (GB10), until a probe proves it."""
+    forward compatibility is not documented (GB10), until a probe proves it. `libs` (which
+    libcuda is loaded) lets a failure's remedy name the cause."""
     planned = _planned(driver_cuda, image_cuda)
     if init is not None and init.ok is not None:
-        return [] if init.ok else [_init_failed(init, planned, driver_cuda, image_cuda)]
+        if init.ok:
+            return []
+        remedy = _init_remedy(init, driver_cuda, image_cuda, gpu_name, libs)
+        return [_init_failed(init, planned, remedy)]
     if image_cuda is None:
         return [_cuda_unknown(planned, init)]
     if image_cuda <= driver_cuda:
@@ -246,17 +284,71 @@ def _compat_status(gpu_name: str) -> str:
     )
 
 
-def _init_failed(
-    init: CudaInit, planned: str, driver_cuda: CudaVersion, image_cuda: CudaVersion | None
-) -> Problem:
+def _init_failed(init: CudaInit, planned: str, remedy: str) -> Problem:
     code = f"error {init.code} {init.name}" if init.code is not None else init.name
-    remedy = _fix(driver_cuda, image_cuda, init.wants_driver)
-    if init.code == 803:
-        remedy += "; if /usr/local/cuda/compat is on LD_LIBRARY_PATH and the driver is newer "
-        remedy += "than the compat package, take it off the path"
     return Problem(
         found=f"CUDA init fails: {code} ({init.evidence})", planned=planned, remedy=remedy
     )
+
+
+_TAKE_COMPAT_OFF = (
+    "remove /usr/local/cuda/compat from LD_LIBRARY_PATH / /etc/ld.so.conf.d in the image "
+    "(or run with the driver's libcuda)"
+)
+
+
+def _init_remedy(
+    init: CudaInit,
+    driver_cuda: CudaVersion,
+    image_cuda: CudaVersion | None,
+    gpu_name: str,
+    libs: CompatFacts | None,
+) -> str:
+    """The fix for the cause the facts show, first: the image/driver versions only where the
+    image's CUDA is newer than the driver's (or unknown)."""
+    fix = _fix(driver_cuda, image_cuda, init.wants_driver)
+    native = image_cuda is not None and image_cuda <= driver_cuda
+    if init.code == 803:
+        return _mismatch_remedy(fix, native, image_cuda is None, libs)
+    if init.code == 804:
+        return _refused_remedy(fix, native, gpu_name)
+    return fix
+
+
+def _mismatch_remedy(fix: str, native: bool, unknown: bool, libs: CompatFacts | None) -> str:
+    """803: the libcuda loaded is not the kernel module's. Only an image newer than the driver
+    needs another libcuda (NVIDIA-NeMo/labs-molt pull 44: compat over a newer driver)."""
+    if libs and libs.on_path and libs.compat_driver not in (None, libs.host_driver):
+        lead = (
+            f"the image's forward-compat libcuda {libs.compat_driver} is loaded over driver "
+            f"{libs.host_driver}: {_TAKE_COMPAT_OFF}"
+        )
+        if native:
+            return lead
+        return f"{lead}; if the image needs a newer CUDA, {fix}" if unknown else f"{fix}; {lead}"
+    if native:
+        own = f" ({libs.host_driver})" if libs else ""
+        return (
+            f"the image's CUDA runs natively on this driver, so a libcuda other than the "
+            f"driver's own{own} is loaded, most often the image's forward-compat one: "
+            f"{_TAKE_COMPAT_OFF}; `ldconfig -p | grep libcuda` in the image shows which"
+        )
+    return f"{fix}; if /usr/local/cuda/compat is on the loader path, {_TAKE_COMPAT_OFF}"
+
+
+def _refused_remedy(fix: str, native: bool, gpu_name: str) -> str:
+    """804: forward compatibility was attempted on a GPU that refuses it."""
+    if native:
+        return (
+            f"{gpu_name} refuses forward compatibility and the image's CUDA does not need it: "
+            + _TAKE_COMPAT_OFF
+        )
+    if not forward_compat_supported(gpu_name):
+        return (
+            f"{gpu_name} does not support forward compatibility, which this image's CUDA needs "
+            f"on this driver: {fix}"
+        )
+    return f"{fix} ({gpu_name} refused forward compatibility)"
 
 
 def _cuda_unknown(planned: str, init: CudaInit | None) -> Problem:
