@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from fixtures.report import fail_on, fail_on_nodes
-from infergate.deploy.executor import Deployment, fatal_problem, http_get, served_ids
+from infergate.apikey import check_authorized
+from infergate.deploy.executor import Deployment, fatal_problem, served_ids
 from infergate.inventory import Inventory, Node
 from infergate.problems import Problem
 
@@ -24,8 +25,11 @@ def test_every_planned_node_joined(deployment: Deployment, inventory: Inventory)
 def test_endpoint_answers_with_the_planned_model(
     deployment: Deployment, inventory: Inventory
 ) -> None:
-    """The head's API answers and /v1/models lists the planned served name."""
-    answer = http_get(f"{deployment.launch.endpoint}/v1/models", 10)
+    """The head's API answers, with the API key the suite sends, and /v1/models lists the
+    planned served name."""
+    answer = deployment.get("/v1/models", 10)
+    url = f"{deployment.launch.endpoint}/v1/models"
+    fail_on(inventory.head, check_authorized(answer.status, url, deployment.api_key))
     listed = served_ids(answer.body)
     if answer.status != 200 or inventory.model.served_name not in listed:
         fail_on(inventory.head, [Problem(

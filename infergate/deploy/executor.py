@@ -4,6 +4,10 @@
 the engine's order and, on leaving, saves the evidence and removes exactly the containers
 that carry this run's label, on every node, whatever happened. The node I/O is handed in
 (`NodeIo`): the fixtures give it SSH, the lab's selftests the same.
+
+With an API key, every HTTP call carries it, and every text read from the nodes (engine
+logs, `docker top`, `docker inspect`) is redacted before the handle keeps, says or writes it:
+vLLM logs its arguments, the key among them.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, TypeVar
 
+from infergate.apikey import ApiKey, check_authorized, redact
 from infergate.checks.containers import RUN_LABEL
 from infergate.deploy.launch import (
     ClusterJoined,
@@ -68,16 +73,27 @@ class LaunchFailed(Exception):
     and the last log lines of every node."""
 
 
+@dataclass
+class Heard:
+    """What a node said, as `Ran` reads it (redacted)."""
+
+    exit_status: int
+    stdout: str
+    stderr: str
+
+
 @dataclass(frozen=True)
 class HttpAnswer:
     status: int
     body: str
 
 
-def http_get(url: str, timeout_s: float) -> HttpAnswer:
-    """GET URL; a refused or timed-out connection reads as status 0 with the reason."""
+def http_get(url: str, timeout_s: float, key: ApiKey | None = None) -> HttpAnswer:
+    """GET URL (with the key as a bearer token); a refused or timed-out connection reads as
+    status 0 with the reason."""
+    request = urllib.request.Request(url, headers=key.header() if key else {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+        with urllib.request.urlopen(request, timeout=timeout_s) as r:
             return HttpAnswer(r.status, r.read().decode(errors="replace"))
     except urllib.error.HTTPError as e:
         return HttpAnswer(e.code, e.read().decode(errors="replace"))
@@ -94,8 +110,10 @@ class Deployment:
         say: Say,
         evidence: Path | None = None,
         keep: bool = False,
+        api_key: ApiKey | None = None,
     ) -> None:
-        self.launch, self.nodes, self.io, self.say = launch, nodes, io, say
+        self.launch, self.nodes, self.api_key = launch, nodes, api_key
+        self.io, self._say = hiding(io, self.hide), say
         self.evidence, self.keep = evidence, keep
         self.watches = {n: NodeWatch(c) for n, c in launch.containers.items()}
         self.started_at = time.monotonic()
@@ -137,6 +155,17 @@ class Deployment:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started_at
+
+    def say(self, line: str) -> None:
+        self._say(self.hide(line))
+
+    def hide(self, text: str) -> str:
+        """TEXT without the API key (and the keys it overrides)."""
+        return redact(text, self.api_key.secrets()) if self.api_key else text
+
+    def get(self, path: str, timeout_s: float) -> HttpAnswer:
+        """GET a path of the head's API, with the key."""
+        return http_get(self.launch.endpoint + path, timeout_s, self.api_key)
 
     def _start(self, step: Start | Exec) -> None:
         done = self.io(step.node, step.command, 120)
@@ -180,7 +209,10 @@ class Deployment:
 
     def _http_ready(self, gate: HttpReady) -> tuple[bool, str]:
         for path in gate.paths:
-            answer = http_get(self.launch.endpoint + path, 5)
+            url = self.launch.endpoint + path
+            answer = http_get(url, 5, self.api_key)
+            if refused := check_authorized(answer.status, url, self.api_key):
+                self._fail_many({next(iter(self.launch.containers)): refused}, gate.name)
             if answer.status != 200:
                 return False, f"GET {path}: {answer.status or answer.body}"
             if path == "/v1/models" and self.launch.served_name not in served_ids(answer.body):
@@ -237,7 +269,7 @@ class Deployment:
         text.append(self.tails())
         if self.evidence:
             text.append(f"evidence: {self.evidence}")
-        raise LaunchFailed("\n".join(text))
+        raise LaunchFailed(self.hide("\n".join(text)))
 
     def _behind(self, named: dict[str, list[Problem]]) -> dict[str, list[Problem]]:
         """The other nodes still short of the first milestone not every node reached: a
@@ -314,7 +346,7 @@ class Deployment:
                     out = self.io(node, command.format(c=watch.container), 60)
                     (folder / name).write_text(out.stdout + out.stderr)
                 except Exception as e:  # an unreachable node must not hide the others' evidence
-                    (folder / name).write_text(f"could not read: {e}\n")
+                    (folder / name).write_text(self.hide(f"could not read: {e}\n"))
 
     # -- teardown
 
@@ -340,6 +372,16 @@ class Deployment:
 
     def _where(self, node: str) -> str:
         return self.nodes[node].where
+
+
+def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:
+    """The node I/O whose answers come back through HIDE."""
+
+    def run(node: str, command: str, timeout_s: float) -> Ran:
+        done = io(node, command, timeout_s)
+        return Heard(done.exit_status, hide(done.stdout), hide(done.stderr))
+
+    return run
 
 
 def oom_problem(watch: NodeWatch) -> Problem:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from infergate.apikey import WHERE
 from infergate.inference.client import StreamRecord
 from infergate.inference.plan import CHAT_PATH as CHAT
 from infergate.inference.plan import chat_body
@@ -18,6 +19,7 @@ from infergate.inference.sse import framing_problems
 from infergate.problems import Problem
 
 HEAD_LOG = "read the engine's log on the head at the time of the request"
+KEY_REMEDY = f"the endpoint refuses the API key sent (or wants one): give its key with {WHERE}"
 
 
 def body(path: str, model: str, prompt: str, max_tokens: int, **extra: object) -> dict[str, object]:
@@ -32,12 +34,15 @@ def check_models(status: int, answer: object, model: str) -> list[Problem]:
     listed = [str(m.get("id")) for m in _get(answer, "data") or [] if isinstance(m, dict)]
     if status == 200 and model in listed:
         return []
+    remedy = (
+        "launch with `--served-model-name` set to the plan's model.served_name, or "
+        "fix model.served_name in the plan"
+    )
     return [
         Problem(
             f"GET /v1/models: HTTP {status}, models {listed}",
             f"200 listing {model!r} (model.served_name)",
-            "launch with `--served-model-name` set to the plan's model.served_name, or "
-            "fix model.served_name in the plan",
+            KEY_REMEDY if status in (401, 403) else remedy,
         )
     ]
 
@@ -75,7 +80,8 @@ def check_answer(path: str, status: int, answer: object) -> list[Problem]:
 def check_stream(record: StreamRecord) -> list[Problem]:
     """A streamed answer: HTTP 200, text, SSE framing, [DONE] last, usage (asked for)."""
     if record.status != 200 or (record.error and not record.raw):
-        return [Problem(f"stream failed: {record.error}", "HTTP 200 and a stream", HEAD_LOG)]
+        remedy = KEY_REMEDY if record.status in (401, 403) else HEAD_LOG
+        return [Problem(f"stream failed: {record.error}", "HTTP 200 and a stream", remedy)]
     problems = framing_problems(record.raw, usage_expected=True)
     if not record.content_times:
         problems.append(Problem("no content chunk in the stream", "streamed text", HEAD_LOG))
@@ -224,7 +230,8 @@ def client_error(error: Exception) -> Problem:
 
 
 def _http(path: str, status: int, answer: object) -> Problem:
-    return Problem(f"POST {path}: HTTP {status} {_short(answer)}", "HTTP 200", HEAD_LOG)
+    remedy = KEY_REMEDY if status in (401, 403) else HEAD_LOG
+    return Problem(f"POST {path}: HTTP {status} {_short(answer)}", "HTTP 200", remedy)
 
 
 def _short(answer: object) -> str:
