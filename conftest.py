@@ -7,5 +7,6 @@ pytest_plugins = [
     "fixtures.inimage",
     "fixtures.deploy",
     "fixtures.endpoint",
+    "fixtures.timeouts",  # after the fixtures whose deadlines it reads (it imports them)
     "pytester",  # selftest runs the real suite in a subprocess
 ]

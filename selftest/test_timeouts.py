@@ -1,0 +1,145 @@
+"""Each test's pytest-timeout comes from the plan: the real suite collected in process (no
+lab, no SSH) with a plan whose deadlines are edited, and a backstop far below them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from fixtures.facts import model_hashes
+from fixtures.hosts import NodeUnreachable
+from fixtures.inimage import IMPORT_ALLOWANCE_S
+from fixtures.timeouts import AFTER_HASH_S, AFTER_LAUNCH_S, OWN_WORK_S
+from infergate.inventory import parse_inventory
+from selftest.suite import PHASE_DIRS, ROOT
+
+SPARKS = ROOT / "inventories" / "two-sparks-vllm.yaml"
+SPARKS_RAY = ROOT / "inventories" / "two-sparks-vllm-ray.yaml"
+JOINED = "test_deploy.py::test_every_planned_node_joined"
+THROUGHPUT = "test_performance.py::test_throughput_meets_the_plan"
+HASHED = "test_model.py::test_model_content_identical_on_every_node"
+RENDEZVOUS = "test_in_image.py::test_rendezvous_all_reduce_across_nodes"
+PARITY = "test_parity.py::test_stack_identical_on_every_node"
+HOST = "test_host.py::test_docker_engine_answers[spark1]"
+
+
+def plan_file(tmp_path: Path, base: Path = SPARKS, **thresholds: float) -> Path:
+    plan = yaml.safe_load(base.read_text())
+    plan["thresholds"].update(thresholds)
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+def collected_timeouts(pytester: pytest.Pytester, plan: Path, *args: str) -> dict[str, Any]:
+    """Each collected test's `timeout` marker seconds (None: the backstop), by file::name."""
+    items, _ = pytester.inline_genitems(
+        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+        f"--inventory={plan}", *args, *PHASE_DIRS,
+    )  # fmt: skip
+    found = {}
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        found[item.nodeid.rsplit("/", 1)[-1]] = mark.args[0] if mark else None
+    return found
+
+
+def test_launch_tests_outlast_the_launch_whatever_the_backstop(pytester, tmp_path):
+    plan = plan_file(tmp_path, dist_init_timeout_s=100, weights_timeout_s=1000,
+                     ready_timeout_s=1500)  # fmt: skip
+    found = collected_timeouts(pytester, plan, "-o", "timeout=20")
+    launch = 1500 + AFTER_LAUNCH_S + OWN_WORK_S
+    assert found[JOINED] == launch
+    assert found["test_conformance.py::test_models_lists_the_planned_served_name"] == launch
+    # the sweep's tests may also make it: 2 warm-up requests, then 16 + 4 + 1 waves of 16
+    # requests at concurrency 1, 4 and 16 (the plan's), each request under 120 s
+    assert found[THROUGHPUT] == launch + (2 + 16 + 4 + 1) * 120
+    assert found[HOST] is None  # sets nothing up: the backstop is its timeout
+
+
+def test_the_last_launch_deadline_counts_for_ray(pytester, tmp_path):
+    plan = plan_file(tmp_path, SPARKS_RAY, cluster_join_timeout_s=2000, ready_timeout_s=1500)
+    found = collected_timeouts(pytester, plan, "-o", "timeout=20")
+    assert found[JOINED] == 2000 + AFTER_LAUNCH_S + OWN_WORK_S
+
+
+def test_hash_and_in_image_tests_get_their_plan_deadlines(pytester, tmp_path):
+    plan = plan_file(tmp_path, model_hash_timeout_s=7200, rendezvous_timeout_s=90,
+                     command_timeout_s=10)  # fmt: skip
+    found = collected_timeouts(pytester, plan, "-o", "timeout=20")
+    hashed = 7200 + AFTER_HASH_S
+    in_image = 90 + IMPORT_ALLOWANCE_S + 2 * 10
+    assert found[HASHED] == hashed + OWN_WORK_S
+    assert found[RENDEZVOUS] == in_image + OWN_WORK_S
+    assert found[PARITY] == hashed + in_image + OWN_WORK_S  # it may make both
+
+
+def test_the_backstop_stays_the_floor_and_off_stays_off(pytester, tmp_path):
+    plan = plan_file(tmp_path, ready_timeout_s=1500, rendezvous_timeout_s=90)
+    found = collected_timeouts(pytester, plan, "--timeout=1800")
+    assert found[JOINED] == 1500 + AFTER_LAUNCH_S + OWN_WORK_S  # above the backstop
+    assert found[RENDEZVOUS] is None  # the backstop outlasts the probe: it keeps 1800 s
+    found = collected_timeouts(pytester, plan, "--timeout=0")
+    assert set(found.values()) == {None}  # pytest-timeout off: no test gets one back
+
+
+def test_endpoint_given_launches_nothing_so_adds_no_launch_time(pytester, tmp_path):
+    plan = plan_file(tmp_path, ready_timeout_s=1500)
+    found = collected_timeouts(pytester, plan, "-o", "timeout=20", "--endpoint=http://h:8000")
+    assert found[JOINED] is None
+    assert found[THROUGHPUT] == (2 + 16 + 4 + 1) * 120 + OWN_WORK_S
+
+
+OWN_MARKED = """
+import pytest
+
+@pytest.mark.timeout(99999)
+def test_long(deployment):
+    pass
+
+@pytest.mark.timeout(30)
+def test_short(deployment):
+    pass
+"""
+
+
+def test_a_tests_own_timeout_is_kept_only_when_longer(pytester, tmp_path):
+    pytester.makepyfile(test_own=OWN_MARKED)
+    plan = plan_file(tmp_path, ready_timeout_s=1500)
+    found = collected_timeouts(pytester, plan, "-o", "timeout=20", str(pytester.path))
+    assert found["test_own.py::test_long"] == 99999
+    assert found["test_own.py::test_short"] == 1500 + AFTER_LAUNCH_S + OWN_WORK_S
+
+
+def test_header_and_help_say_where_the_timeouts_come_from(pytester, tmp_path):
+    plan = plan_file(tmp_path, ready_timeout_s=1500, model_hash_timeout_s=7200)
+    args = ("-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), f"--inventory={plan}")
+    header = pytester.runpytest_inprocess(*args, "-o", "timeout=20", "--co", *PHASE_DIRS)
+    header.stdout.fnmatch_lines([
+        f"infergate: per-test timeouts from the plan: launch {1500 + AFTER_LAUNCH_S:g} s, *"
+        f"model hash {7200 + AFTER_HASH_S:g} s, *; backstop 20 s*",
+    ])  # fmt: skip
+    helped = pytester.runpytest_inprocess(*args, "--help", *PHASE_DIRS)
+    assert "the header's `infergate: per-test timeouts` line" in " ".join(
+        helped.stdout.str().split()
+    )
+
+
+def test_the_remote_hash_runs_under_the_plans_deadline():
+    plan = yaml.safe_load(SPARKS.read_text())
+    plan["thresholds"]["model_hash_timeout_s"] = 7200
+    inventory = parse_inventory(plan)
+    seen: list[float] = []
+
+    def run(command: str, timeout_s: float) -> None:
+        seen.append(timeout_s)
+        raise NodeUnreachable("recorded")
+
+    remotes = {n.name: SimpleNamespace(run=run, node=n) for n in inventory.nodes}
+    config = SimpleNamespace(getoption=lambda name: "cached")
+    model_hashes.__wrapped__(remotes, inventory, config).every()
+    assert seen == [7200, 7200]
