@@ -1,6 +1,7 @@
 """Judges of what the plan names (containers, image, ports, pinning, memory balance) on
 outputs recorded from the lab (selftest/data/README.md) and on the shipped inventories."""
 
+import re
 from ipaddress import IPv4Network
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from infergate.checks.facts import (
 from infergate.checks.image import check_image_parity
 from infergate.checks.memory import GIB, check_tp_balance
 from infergate.checks.pinning import check_pinning, check_pinning_planned, required_pinning
-from infergate.checks.ports import check_ports_free
+from infergate.checks.ports import check_ports_free, parse_ss_listening
 from infergate.checks.probe import parse_sections
 from infergate.inventory import parse_inventory
 
@@ -82,6 +83,24 @@ def test_taken_port_is_named_with_its_process():
     (problem,) = check_ports_free(listening, {8000: "API server", 29501: "dist-init"})
     assert problem.found.startswith("TCP 8000 (API server) already taken on 0.0.0.0 by ")
     assert '"python3",pid=' in problem.found
+    pid = re.search(r"pid=(\d+)", problem.found)[1]
+    assert problem.remedy.startswith(
+        f"python3 (pid {pid}) holds it: see it with `ps -o pid,user,etime,args -p {pid}`, "
+        f"stop it (`kill {pid}`)"
+    )
+
+
+def test_port_published_by_a_container_says_stop_the_container():
+    # a published `sudo ss -lnpt | grep docker` on a Rocky Linux host running `-p 9999:...`
+    line = 'LISTEN 0      4096         0.0.0.0:9999      0.0.0.0:*    users:(("docker-proxy",pid=5538,fd=4))'  # noqa: E501
+    (problem,) = check_ports_free(parse_ss_listening(line), {9999: "API server"})
+    assert problem.remedy.startswith("a container publishes it: `docker ps --filter publish=9999`")
+
+
+def test_port_without_a_process_asks_ss_as_root():
+    line = "LISTEN 0 128 0.0.0.0:8000 0.0.0.0:*"  # ss without the privilege to show users
+    (problem,) = check_ports_free(parse_ss_listening(line), {8000: "API server"})
+    assert problem.remedy.startswith("`sudo ss -ltnp 'sport = :8000'`")
 
 
 def test_free_ports_pass_on_a_healthy_head():

@@ -6,6 +6,7 @@ This is the path torch.distributed's TCPStore (vLLM `--master-port`, SGLang
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -140,9 +141,30 @@ def check_ports_free(listening: list[Listening], planned: dict[int, str]) -> lis
             found=f"TCP {s.port} ({planned[s.port]}) already taken on {s.address}"
             + (f" by {s.process}" if s.process else ""),
             planned=f"TCP {s.port} free for the engine's {planned[s.port]}",
-            remedy=f"`ss -ltnp 'sport = :{s.port}'` names the process: stop it, or move "
-            "the port in the inventory (engine.api_port / engine.dist_init_port)",
+            remedy=_free_port(s),
         )
         for s in sorted(first.values(), key=lambda s: s.port)
         if s.port in planned
     ]
+
+
+_USER = re.compile(r'\("([^"]+)",pid=(\d+)')
+_MOVE = "or move the port in the inventory (engine.api_port / engine.dist_init_port)"
+
+
+def _free_port(s: Listening) -> str:
+    """Name the holder ss showed: a container's published port (docker-proxy) is freed by
+    stopping the container, not the proxy; anything else by its pid."""
+    holders = _USER.findall(s.process)
+    if not holders:
+        return f"`sudo ss -ltnp 'sport = :{s.port}'` names the process: stop it, {_MOVE}"
+    name, pid = holders[0]
+    if name == "docker-proxy":
+        return (
+            f"a container publishes it: `docker ps --filter publish={s.port}`, then "
+            f"`docker stop <that container>`, {_MOVE}"
+        )
+    return (
+        f"{name} (pid {pid}) holds it: see it with `ps -o pid,user,etime,args -p {pid}`, "
+        f"stop it (`kill {pid}`), {_MOVE}"
+    )
