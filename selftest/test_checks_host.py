@@ -6,6 +6,7 @@ import pytest
 
 from infergate.checks.facts import ProbeError, docker_of, identity_of, memory_of
 from infergate.checks.host import check_docker_engine, check_identity, parse_docker_version
+from infergate.checks.memory import check_memory_available
 from infergate.checks.probe import Section, parse_sections
 
 DATA = Path(__file__).parent / "data"
@@ -61,6 +62,11 @@ def test_memory_held_in_a_node_cgroup_is_read_from_its_walk():
     assert node.path == "/infergate-lab/node1"
     assert node.limit == 6 * 1024**3
     assert memory.usable < 2 * 1024**3 < memory.available
+    (problem,) = check_memory_available(memory, 2.0)
+    assert problem.remedy.startswith(
+        "processes in cgroup /infergate-lab/node1 hold 4.1 GiB of its 6.0 GiB limit: list them "
+        "with `ps -eo pid,rss,cgroup,comm --sort=-rss | grep '/infergate-lab/node1' | head`"
+    )
 
 
 def test_failed_section_is_a_probe_error_naming_it():

@@ -96,7 +96,8 @@ def check_memory_available(facts: MemoryFacts, needed_gib: float) -> list[Proble
         return []
     found = f"{gib(facts.usable)} usable (MemAvailable {gib(facts.available)}"
     cg = facts.tightest_cgroup
-    if cg is not None and facts.usable < facts.available:
+    bounded = cg is not None and facts.usable < facts.available
+    if cg is not None and bounded:
         found += (
             f", bounded by cgroup {cg.path}: limit {gib(cg.limit or 0)}, in use {gib(cg.usage)}"
         )
@@ -104,11 +105,28 @@ def check_memory_available(facts: MemoryFacts, needed_gib: float) -> list[Proble
         Problem(
             found=found + ")",
             planned=f"at least {needed_gib:.1f} GiB (weights share + KV budget + headroom)",
-            remedy="find what holds memory: `ps -eo pid,rss,comm --sort=-rss | head`, "
-            "`docker ps` and `docker stats --no-stream`; stop leftovers, then "
-            "`sync; echo 3 > /proc/sys/vm/drop_caches` for page cache",
+            remedy=_cgroup_remedy(cg) if cg is not None and bounded else _HOST_REMEDY,
         )
     ]
+
+
+_HOST_REMEDY = (
+    "find what holds memory: `ps -eo pid,rss,comm --sort=-rss | head`, `docker ps` and "
+    "`docker stats --no-stream`; stop leftovers, then `sync; echo 3 > /proc/sys/vm/drop_caches` "
+    "for page cache"
+)
+
+
+def _cgroup_remedy(cg: CgroupMemory) -> str:
+    """The cgroup's limit binds before the host's memory does: what runs inside it (its
+    descendants too) is what to stop, and its limit what to raise."""
+    held = gib(cg.usage - cg.file_cache)
+    return (
+        f"processes in cgroup {cg.path} hold {held} of its {gib(cg.limit or 0)} limit: list "
+        f"them with `ps -eo pid,rss,cgroup,comm --sort=-rss | grep '{cg.path}' | head` and "
+        "stop what the engine does not need, or raise that cgroup's limit (systemd: "
+        "`systemctl set-property <unit> MemoryMax=...`; a container: its --memory)"
+    )
 
 
 def check_tp_balance(usable: dict[str, int], min_ratio: float) -> dict[str, list[Problem]]:
