@@ -39,6 +39,15 @@ def test_index_names_its_shards_and_a_missing_one_is_named():
     files = {"model-00001-of-00002.safetensors": stat(5), "config.json": stat(1)}
     (problem,) = check_model_files("/m", files, shards, None)
     assert problem.found == "1 weight file(s) missing: model-00002-of-00002.safetensors"
+    assert problem.remedy.endswith(
+        "`rsync -a --info=progress2 NODE:/m/model-00002-of-00002.safetensors /m/`"
+    )
+
+
+def test_several_missing_shards_copy_only_what_is_absent():
+    shards = parse_safetensors_index(json.dumps(SHARDS))
+    (problem,) = check_model_files("/m", {"config.json": stat(1)}, shards, None)
+    assert problem.remedy.endswith("`rsync -a --info=progress2 --ignore-existing NODE:/m/ /m/`")
 
 
 def test_missing_directory_and_bad_config_are_named():

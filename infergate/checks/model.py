@@ -80,7 +80,7 @@ def check_model_files(
                 found=f"{len(missing)} weight file(s) missing: {', '.join(missing[:5])}"
                 + (" ..." if len(missing) > 5 else ""),
                 planned="every shard model.safetensors.index.json names",
-                remedy=f"copy the missing files into {path} from a complete node",
+                remedy=_copy_missing(path, missing),
             )
         )
     if config_error:
@@ -92,6 +92,17 @@ def check_model_files(
             )
         )
     return problems
+
+
+def _copy_missing(path: str, missing: list[str]) -> str:
+    """One shard: copy that file; several: only what is absent (--ignore-existing leaves the
+    shards already here alone: no re-copy of the whole model)."""
+    one = len(missing) == 1 and "*" not in missing[0]
+    source = f"NODE:{path}/{missing[0]}" if one else f"--ignore-existing NODE:{path}/"
+    return (
+        "on this node, from a node (NODE) that passes this check: "
+        f"`rsync -a --info=progress2 {source} {path}/`"
+    )
 
 
 def check_model_parity(listings: dict[str, dict[str, FileStat]]) -> dict[str, list[Problem]]:
