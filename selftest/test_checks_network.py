@@ -70,6 +70,8 @@ def test_mtu_mismatch_names_only_the_odd_node():
     problems = check_mtu_parity(mtus, planned=1500)
     assert list(problems) == ["node2"]
     assert problems["node2"][0].found == "MTU 1400"
+    named = check_mtu_parity(mtus, 1500, {"node1": "fab0", "node2": "fab0"})  # inventories/lab
+    assert named["node2"][0].remedy.startswith("`sudo ip link set fab0 mtu 1500` on node2")
 
 
 def test_mtu_without_a_plan_takes_the_majority():

@@ -85,8 +85,11 @@ def _holder(interfaces: Mapping[str, Interface], address: IPv4Interface) -> str 
     return next((i.name for i in interfaces.values() if address in i.addresses), None)
 
 
-def check_mtu_parity(mtus: Mapping[str, int], planned: int | None) -> dict[str, list[Problem]]:
-    """Every node's fabric MTU equals the plan's (or, with none planned, the most common one).
+def check_mtu_parity(
+    mtus: Mapping[str, int], planned: int | None, interfaces: Mapping[str, str] | None = None
+) -> dict[str, list[Problem]]:
+    """Every node's fabric MTU equals the plan's (or, with none planned, the most common one);
+    `interfaces` (node -> fabric interface) lets the remedy name the interface to set.
 
     A mismatch passes small pings and fails large RDMA/NCCL transfers later
     (IBV_WC_RETRY_EXC_ERR after a firmware reboot reset one end to 1500; field notes §1.2).
@@ -98,7 +101,8 @@ def check_mtu_parity(mtus: Mapping[str, int], planned: int | None) -> dict[str, 
             Problem(
                 found=f"MTU {mtu}",
                 planned=f"MTU {expected} ({basis})",
-                remedy=f"`sudo ip link set <fabric interface> mtu {expected}` on {node}, "
+                remedy=f"`sudo ip link set {(interfaces or {}).get(node, '<fabric interface>')} "
+                f"mtu {expected}` on {node}, "
                 "and set `mtu:` in its netplan entry so it survives a reboot",
             )
         ]
