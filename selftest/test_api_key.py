@@ -28,6 +28,7 @@ from infergate.apikey import (
 from infergate.deploy.executor import Deployment, Heard, LaunchFailed, NodeIo, Ran, http_get
 from infergate.deploy.launch import Deadline, HttpReady, Launch
 from infergate.inference import client
+from infergate.inference.conformance import check_answer, check_models
 from selftest.suite import ROOT, run_suite
 
 KEY = "sk-lab-4f9e2a71c0"
@@ -260,3 +261,20 @@ def test_endpoint_that_refuses_the_suite_fails_every_inference_test_at_once(
     assert "(from OPENAI_API_KEY)" in message
     assert "wrong-key-123" not in run.output
     assert all(o.status == "error" for t, o in run.outcomes.items() if "conformance" in t)
+
+
+def test_a_refused_inference_call_says_where_to_give_the_key() -> None:
+    [models] = check_models(401, {"error": "Unauthorized"}, "smollm2-135m")
+    [answer] = check_answer("/chat/completions", 403, {"error": "Forbidden"})
+    assert all("`--api-key KEY`, or INFERGATE_API_KEY" in p.remedy for p in (models, answer))
+    [missing] = check_models(200, {"data": []}, "smollm2-135m")
+    assert "--api-key" not in missing.remedy
+
+
+def test_help_names_where_the_key_may_come_from(pytester: pytest.Pytester) -> None:
+    config = ["-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider"]
+    result = pytester.runpytest_subprocess(*config, "--help", str(ROOT / "tests_deploy"))
+    text = " ".join(result.stdout.str().split())
+    option = text[text.index("--api-key=KEY") :][:600]
+    for source in ("$INFERGATE_API_KEY", "$OPENAI_API_KEY", "engine.flags", "VLLM_API_KEY"):
+        assert source in option, option
