@@ -1,19 +1,78 @@
-"""`docker run` command lines for the nodes' shells, shared by the in-image probe and deploy."""
+"""`docker run` command lines for the nodes' shells, shared by the in-image probe and deploy.
+
+Both run the engine's container from one `ContainerSpec`, built from the plan and the node:
+the probe proves what the launch will run, so it may differ only in its command and its own
+options (name, labels, `-d` or `--rm`). A probe without the launch's RDMA devices would
+see NCCL fall back to sockets and fail a correct plan's NET/IB check.
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infergate.inventory import Inventory, Node
+
+# Ray's memory monitor kills workers once host memory is nearly full, and on GB10's unified
+# memory the weights and the KV cache are host memory: the Spark playbook's run_cluster.sh
+# sets it on both nodes (NVIDIA/dgx-spark-playbooks nvidia/vllm/README.md). Under the plan's
+# engine.env, so a plan can still set it.
+ENGINE_ENV: dict[str, dict[str, str]] = {"vllm-ray": {"RAY_memory_monitor_refresh_ms": "0"}}
 
 
-def run_keeping_ngc_entrypoint(options: list[str], image: str, command: list[str]) -> str:
-    """A shell command that runs COMMAND in IMAGE with OPTIONS, keeping an NGC entrypoint
+@dataclass(frozen=True)
+class ContainerSpec:
+    """The engine's container on one node, as the launch and the preflight probe run it."""
+
+    image: str  # the image ID where it is known, else the plan's ref
+    gpus: bool
+    rdma: bool  # the plan names HCAs on this node
+    mounts: tuple[str, ...]  # read-only, each at its own path
+    env: tuple[tuple[str, str], ...]
+    docker_args: tuple[str, ...]  # engine.docker_args, last: the plan has the final word
+
+    def options(self) -> list[str]:
+        """`docker run` options. Never pull: a preflight that pulls a missing `image.ref`
+        may fetch someone else's image of that name and run it with host networking and
+        the plan's env; a missing image is the image check's finding instead."""
+        options = ["--pull=never", "--network", "host", "--ipc", "host"]
+        options += ["--gpus", "all"] if self.gpus else []
+        if self.rdma:  # RDMA verbs need the devices and unlimited locked memory
+            options += ["--device", "/dev/infiniband", "--ulimit", "memlock=-1"]
+        for mount in self.mounts:
+            options += ["-v", f"{mount}:{mount}:ro"]
+        for key, value in self.env:
+            options += ["-e", f"{key}={value}"]
+        return [*options, *self.docker_args]
+
+
+def engine_container(inventory: Inventory, node: Node) -> ContainerSpec:
+    """NODE's engine container: host network and IPC (the ranks talk over the fabric and
+    shared memory), its GPUs and the plan's HCAs, the model read-only at its planned path,
+    the plan's env for this node, engine.docker_args; the plan's image ID where it has one."""
+    env = {**ENGINE_ENV.get(inventory.engine.kind, {}), **inventory.node_env(node)}
+    return ContainerSpec(
+        image=inventory.image.id or inventory.image.ref,
+        gpus=node.gpus > 0,
+        rdma=bool(node.fabric.hcas),
+        mounts=(inventory.model.path,),
+        env=tuple(sorted(env.items())),
+        docker_args=tuple(inventory.engine.docker_args),
+    )
+
+
+def run_keeping_ngc_entrypoint(
+    spec: ContainerSpec, own: Sequence[str], command: Sequence[str]
+) -> str:
+    """A shell command that runs COMMAND in SPEC's container, keeping an NGC entrypoint
     (it sets up CUDA compatibility and prints its banner) and clearing any other (vLLM's
     own image starts a server with whatever follows it)."""
     inspect = (
-        f"docker image inspect --format '{{{{json .Config.Entrypoint}}}}' {shlex.quote(image)}"
+        f"docker image inspect --format '{{{{json .Config.Entrypoint}}}}' {shlex.quote(spec.image)}"
     )
     choice = keep_ngc_entrypoint(f'"$({inspect} 2>/dev/null)"')
-    return f"{choice}\n{docker_run(options, image, command)}"
+    return f"{choice}\n{docker_run(spec, own, command)}"
 
 
 def keep_ngc_entrypoint(entrypoint: str) -> str:
@@ -23,9 +82,11 @@ def keep_ngc_entrypoint(entrypoint: str) -> str:
     return f'case {entrypoint} in *nvidia_entrypoint*|null|"") ep= ;; *) ep=--entrypoint= ;; esac'
 
 
-def docker_run(options: list[str], image: str, command: list[str]) -> str:
-    """`docker run` of COMMAND in IMAGE, with the entrypoint keep_ngc_entrypoint chose."""
-    return f"docker run {shlex.join(options)} $ep {shlex.quote(image)} {shlex.join(command)}"
+def docker_run(spec: ContainerSpec, own: Sequence[str], command: Sequence[str]) -> str:
+    """`docker run` of COMMAND in SPEC's container, with OWN options (name, labels, `-d` or
+    `--rm`) first and the entrypoint keep_ngc_entrypoint chose."""
+    options = shlex.join([*own, *spec.options()])
+    return f"docker run {options} $ep {shlex.quote(spec.image)} {shlex.join(command)}"
 
 
 def remove_labelled(label: str, stop_grace_s: int | None = None) -> str:

@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 from infergate.checks.inimage import OTHER_ENGINE_FLAGS, in_image_command
+from infergate.docker_cli import ContainerSpec
 from infergate.lab import Lab
 from infergate.lab.layout import CACHE_DIR
 
@@ -66,8 +67,10 @@ def sglang_site() -> Path:
 
 def record(lab: Lab, kind: str, name: str, env: dict[str, str], mounts: list[str]) -> None:
     args = [kind, MODEL, "0", "1", "60", *planned(OTHER_ENGINE_FLAGS[kind])]
-    env = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555", "GLOO_SOCKET_IFNAME": "lo"}
-    command = in_image_command(IMAGE, args, env, [MODEL, *mounts], False, "record", reuse=False)
+    env = {**env, "GLOO_SOCKET_IFNAME": "lo"}
+    spec = ContainerSpec(IMAGE, False, False, (MODEL, *mounts), tuple(sorted(env.items())), ())
+    master = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
+    command = in_image_command(spec, args, master, "record", reuse=False)
     done = lab.ssh("node1", [shlex.join(["sh", "-c", command])], timeout=300)
     (OUT / f"{name}.txt").write_text(done.stdout)
     print(f"recorded {name}: exit {done.returncode}")

@@ -24,6 +24,7 @@ from infergate.checks.inimage import (
 )
 from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
 from infergate.checks.probe import Section, parse_sections
+from infergate.docker_cli import ContainerSpec
 from infergate.inventory import parse_inventory
 
 DATA = Path(__file__).parent / "data" / "h200-device"
@@ -135,10 +136,14 @@ def test_expected_transport_follows_the_plan(plan, transport):
 
 def test_probe_command_keeps_an_ngc_entrypoint_and_labels_the_container():
     args = ["vllm", "/m", "0", "2", "60", "--max-model-len", "1024"]
-    command = in_image_command("img:1", args, {"A": "b c"}, ["/m"], True, "run42")
+    spec = ContainerSpec("img:1", True, False, ("/m",), (("A", "b c"),), ())
+    master = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    command = in_image_command(spec, args, master, "run42")
     assert "*nvidia_entrypoint*|null|" in command
     assert (
-        "--label infergate.preflight=run42 --gpus all -e 'A=b c' -v /m:/m:ro $ep img:1" in command
+        "docker run --rm --label infergate.preflight=run42 --pull=never --network host "
+        "--ipc host --gpus all -v /m:/m:ro -e 'A=b c' $ep img:1 env MASTER_ADDR=10.0.0.1 "
+        "MASTER_PORT=29500 python3 -c" in command
     )
     # a cache hit runs the probe without the engine's facts; a miss runs it whole
     assert 'if [ -s "$cache" ]; then hit=true facts=cached; else hit=false facts=fresh' in command
@@ -147,7 +152,7 @@ def test_probe_command_keeps_an_ngc_entrypoint_and_labels_the_container():
     assert command.count("docker image inspect") == 1
     assert 'echo "${meta%% *}"' in command
     assert 'case "${meta#* }" in' in command
-    fresh_only = in_image_command("img:1", args, {}, ["/m"], False, "run42", reuse=False)
+    fresh_only = in_image_command(spec, args, master, "run42", reuse=False)
     assert "if false; then hit=true facts=cached" in fresh_only
 
 

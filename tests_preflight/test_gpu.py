@@ -8,7 +8,6 @@ from fixtures.report import fail_on, fail_on_cluster
 from infergate.checks.cuda import (
     check_compat_libs,
     check_cuda_compatibility,
-    parse_cuda_init,
     parse_cuda_version,
 )
 from infergate.checks.facts import (
@@ -28,6 +27,7 @@ from infergate.checks.gpu import (
     memory_source,
 )
 from infergate.checks.inimage import image_cuda_version
+from infergate.checks.inimage_ran import cuda_init_of
 
 pytestmark = pytest.mark.gpu
 
@@ -75,9 +75,7 @@ def test_image_cuda_initialises_on_driver(image_facts, probes, node):
     a CUDA init inside the image (errors 803/804, the NGC "compatibility mode is
     UNAVAILABLE" banner); forward compatibility is not documented for GB10."""
     table = read_fact(node, probes.of(node), smi_table_of)
-    init = parse_cuda_init(
-        image_facts.preamble + "\n" + image_facts.part("cuda-init").get("text", "")
-    )
+    init = cuda_init_of(image_facts.preamble, image_facts.part("cuda-init"))
     image_cuda = image_cuda_version(image_facts.part("cuda"))
     gpu = table.gpus[0].name if table.gpus else "unknown GPU"
     fail_on(node, check_cuda_compatibility(parse_cuda_version(table.cuda), image_cuda, gpu, init))

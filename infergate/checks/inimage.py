@@ -1,16 +1,17 @@
 """In-image facts: one container per node runs scripts/in_image.py in the planned image.
 
-The container has the host's network and IPC (as the engine will), the model mounted
-read-only at its own path, the plan's environment for that node, and a label naming this
-run so that clean-up removes exactly it. Its sections say what the image's own software
-makes of the plan: versions, the model's architecture, the planned flags, a stray
-/etc/nccl.conf, and the rendezvous all-reduce across the nodes.
+The container is the engine's own (docker_cli.engine_container: GPUs, RDMA devices and
+memlock, host network and IPC, the model, the plan's env, engine.docker_args, the image by
+ID, never pulled); only its command and a label naming this run, so that clean-up removes
+exactly it, differ. Its sections say what the image's own software makes of the plan:
+versions, the model's architecture, the planned flags, a stray /etc/nccl.conf, what the
+container was given (mounts, limits), and the rendezvous all-reduce across the nodes.
 
 The facts that import the engine (about 2 s beyond the import itself on the lab) depend on
 nothing but the image, the model's config.json and the plan; each node caches them under
 ~/.cache/infergate/in-image/, keyed by the image ID, config.json, the plan's engine kind,
-model path, flags and env, and this probe's own text. A hit runs the container for the CUDA
-init and the rendezvous only, which the host's state decides.
+model path, flags and container options, and this probe's own text. A hit runs the
+container for the CUDA init and the rendezvous only, which the host's state decides.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from infergate.checks.cuda import CudaVersion, parse_cuda_version, parse_cuda_version_json
 from infergate.checks.nccl import AllReduce
 from infergate.checks.probe import Section
-from infergate.docker_cli import docker_run, keep_ngc_entrypoint, remove_labelled
+from infergate.docker_cli import ContainerSpec, docker_run, keep_ngc_entrypoint, remove_labelled
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
@@ -55,42 +56,38 @@ CACHED = ("versions", "model-config", "registry", "flags")  # what a cache hit s
 
 
 def in_image_command(
-    image: str,
+    spec: ContainerSpec,
     args: list[str],
-    env: dict[str, str],
-    mounts: list[str],
-    gpus: bool,
+    master: dict[str, str],
     label: str,
     reuse: bool = True,
 ) -> str:
-    """`docker run --rm` of the probe script in IMAGE with the plan's env and mounts.
+    """`docker run --rm` of the probe script in SPEC's container: the engine's own, as the
+    launch runs it (docker_cli.engine_container). Only its command differs: MASTER (the
+    rendezvous's MASTER_ADDR and MASTER_PORT) is set by `env` in the command, not with `-e`.
 
     args: kind, model path, rank, world, deadline, then the planned flags. With REUSE the
     node's cached facts for this image, config.json and plan stand in for a fresh read; the
     output ends with a `facts-cache` section (its key, hit or not) and, on a hit, the cached
     sections, so the image's own output (an NGC banner) still comes first."""
-    options = ["--rm", "--network", "host", "--ipc", "host", "--label", f"{PROBE_LABEL}={label}"]
-    options += ["--gpus", "all"] if gpus else []
-    for key, value in sorted(env.items()):
-        options += ["-e", f"{key}={value}"]
-    for mount in mounts:
-        options += ["-v", f"{mount}:{mount}:ro"]
+    own = ["--rm", "--label", f"{PROBE_LABEL}={label}"]
     kind, model, rank, world, deadline, *flags = args
-    probe = ["python3", "-c", SCRIPT, kind, model, rank, world, deadline]
-    plan = json.dumps([SCRIPT, kind, model, flags, sorted(env.items())])
+    rendezvous = [f"{key}={value}" for key, value in sorted(master.items())]
+    probe = ["env", *rendezvous, "python3", "-c", SCRIPT, kind, model, rank, world, deadline]
+    plan = json.dumps([SCRIPT, kind, model, flags, spec.options()])
     # one inspect gives both the image ID (for the key) and its entrypoint
     inspect = "docker image inspect --format '{{.Id}} {{json .Config.Entrypoint}}'"
     config = shlex.quote(f"{model}/config.json")
     hit = '[ -s "$cache" ]' if reuse else "false"
     said = r"""printf '\n@@@ facts-cache 0\n{"key": "%s", "hit": %s}\n' "$key" "$hit" """
     return "\n".join([
-        f"meta=$({inspect} {shlex.quote(image)} 2>/dev/null)",
+        f"meta=$({inspect} {shlex.quote(spec.image)} 2>/dev/null)",
         keep_ngc_entrypoint('"${meta#* }"'),
         f'key=$({{ echo "${{meta%% *}}"; cat {config} 2>/dev/null; echo {_sha256(plan)}; }} '
         "| sha256sum | cut -c1-32)",
         f"cache={CACHE_DIR}/$key",
         f"if {hit}; then hit=true facts=cached; else hit=false facts=fresh; fi",
-        f'{docker_run(options, image, probe)} "$facts" {shlex.join(flags)}',
+        f'{docker_run(spec, own, probe)} "$facts" {shlex.join(flags)}',
         "rc=$?",
         said.strip(),
         '[ "$hit" = false ] || cat "$cache"',
@@ -238,7 +235,7 @@ def check_all_reduce(result: dict[str, Any], world: int, deadline: float) -> lis
         return []
     said = result.get("error") or f"sum {result.get('gloo_sum')} instead of {world}"
     trace = str(result.get("trace", ""))
-    hint = _rendezvous_hint(said + trace)
+    hint = rendezvous_hint(said + trace)
     return [
         Problem(
             found=f"Gloo all-reduce across {world} nodes failed: {said[:300]}",
@@ -248,7 +245,7 @@ def check_all_reduce(result: dict[str, Any], world: int, deadline: float) -> lis
     ]
 
 
-def _rendezvous_hint(text: str) -> str:
+def rendezvous_hint(text: str) -> str:
     if "Unable to find address for" in text or "no socket interface found" in text:
         return (
             "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME name an interface this node lacks: "

@@ -11,7 +11,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from infergate.checks.containers import RUN_LABEL
-from infergate.docker_cli import run_keeping_ngc_entrypoint
+from infergate.docker_cli import engine_container, run_keeping_ngc_entrypoint
 from infergate.inventory import Inventory, Node
 
 PLAN_LABEL = "infergate.plan"  # the inventory's name, to find a kept deployment again
@@ -143,24 +143,13 @@ def container_name(run_id: str, node: Node) -> str:
 
 
 def docker_run(inventory: Inventory, node: Node, run_id: str, command: list[str]) -> Start:
-    """`docker run -d` of COMMAND in the planned image on NODE: host network and IPC (the
-    engines' ranks talk over the fabric and shared memory), GPUs and RDMA devices where the
-    plan has them, the model read-only at its planned path, the plan's env for this node,
-    and the labels that mark the container as this run's."""
+    """`docker run -d` of COMMAND in NODE's engine container (docker_cli.engine_container,
+    the one the preflight's probe runs too), with the labels that mark it as this run's."""
     name = container_name(run_id, node)
-    options = ["-d", "--name", name, "--label", f"{RUN_LABEL}={run_id}",
-               "--label", f"{PLAN_LABEL}={inventory.name}",
-               "--network", "host", "--ipc", "host"]  # fmt: skip
-    if node.gpus:
-        options += ["--gpus", "all"]
-    if node.fabric.hcas:  # RDMA verbs need the devices and unlimited locked memory
-        options += ["--device", "/dev/infiniband", "--ulimit", "memlock=-1"]
-    model = inventory.model.path
-    options += ["-v", f"{model}:{model}:ro"]
-    for key, value in sorted(inventory.node_env(node).items()):
-        options += ["-e", f"{key}={value}"]
-    options += list(inventory.engine.docker_args)
-    return Start(node.name, name, run_keeping_ngc_entrypoint(options, inventory.image.ref, command))
+    own = ["-d", "--name", name, "--label", f"{RUN_LABEL}={run_id}",
+           "--label", f"{PLAN_LABEL}={inventory.name}"]  # fmt: skip
+    spec = engine_container(inventory, node)
+    return Start(node.name, name, run_keeping_ngc_entrypoint(spec, own, command))
 
 
 def endpoint(inventory: Inventory) -> str:

@@ -106,6 +106,21 @@ def nccl_conf():
         return {"present": True, "content": f.read()[:2000]}
 
 
+def container():
+    """What the container was given, which the engine's will be given too: its mount points,
+    its locked-memory and open-files limits (RDMA verbs pin memory: NCCL over IB wants
+    memlock unlimited, -1 here) and whether the RDMA devices are in it."""
+    import resource
+
+    with open("/proc/self/mountinfo") as f:
+        mounts = sorted({line.split()[4] for line in f if len(line.split()) > 4})
+    limits = {
+        name: list(resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}")))
+        for name in ("memlock", "nofile")
+    }
+    return {"mounts": mounts, "limits": limits, "infiniband": os.path.isdir("/dev/infiniband")}
+
+
 def cuda_init():
     """cuInit through libcuda, then a tensor through torch: what 803/804 break first. The
     lines are those infergate.checks.cuda.parse_cuda_init reads."""
@@ -330,6 +345,7 @@ def main():
 
     guarded("cuda", cuda_files)
     guarded("nccl-conf", nccl_conf)
+    guarded("container", container)
     meeting = threading.Thread(target=rendezvous_section, daemon=True)
     meeting.start()
     guarded("cuda-init", cuda_init)
