@@ -3,13 +3,27 @@
 
 from pathlib import Path
 
+import pytest
+
+from fixtures.inventory import load_inventory
 from infergate.checks.cuda import check_compat_libs, parse_cuda_init
-from infergate.checks.facts import compat_libs_of, gpu_apps_of, gpus_of, smi_table_of
+from infergate.checks.facts import (
+    ProbeError,
+    compat_libs_of,
+    docker_of,
+    gpu_apps_of,
+    gpus_of,
+    image_id_of,
+    smi_table_of,
+)
 from infergate.checks.gpu import check_foreign_gpu_users, check_gpu_count
+from infergate.checks.inimage_ran import probe_blockers
 from infergate.checks.nccl import parse_torchrun_log
 from infergate.checks.probe import parse_sections
 
 DATA = Path(__file__).parent / "data" / "h200-device"
+PREFLIGHT = DATA / "preflight"  # the suite with the in-image checks that say why they did not run
+DEVICE_PLAN = Path(__file__).resolve().parents[1] / "inventories" / "h200-device.yaml"
 
 
 def probe(name: str):
@@ -69,3 +83,38 @@ def test_the_suite_itself_went_green_then_red_on_the_holder():
     assert "4 passed, 21 deselected" in green
     assert "1 failed, 3 passed" in red
     assert "FAILED tests_preflight/test_gpu.py::test_no_foreign_gpu_users[h200]" in red
+
+
+def test_no_docker_there_keeps_the_probe_from_starting_in_the_docker_checks_own_words():
+    sections = probe("preflight/probe-idle.txt")
+    with pytest.raises(ProbeError):  # the fixture reads this as "no image ID known"
+        image_id_of(sections)
+    blocked = probe_blockers(load_inventory(DEVICE_PLAN), {"h200": docker_of(sections)}, {})
+    (problem,) = blocked["h200"]
+    assert problem.found == "no docker CLI (sh: 1: docker: not found)"
+    # the recorded run skipped each in-image test with exactly that finding and remedy
+    skips = [line for line in (PREFLIGHT / "gpu-green.txt").read_text().splitlines()
+             if line.startswith("SKIPPED")]  # fmt: skip
+    assert len(skips) == 3
+    assert all(problem.found in line and problem.remedy in line for line in skips)
+
+
+@pytest.mark.parametrize(("run", "deselected"), [("gpu-green.txt", 22), ("gpu-green-all.txt", 46)])
+def test_healthy_host_green_and_the_in_image_checks_say_only_why_they_did_not_run(run, deselected):
+    # gpu-green-all: plain `pytest -m gpu`, every phase collected on a host without `openai`
+    text = (PREFLIGHT / run).read_text()
+    assert f"4 passed, 3 skipped, {deselected} deselected" in text
+    assert "FAILED" not in text
+    assert "ERROR" not in text
+    assert "no CUDA init probe" not in text
+    assert "`via` lines" not in text
+
+
+def test_a_holder_on_gpu_1_turns_the_healthy_host_red_naming_it():
+    held = probe("preflight/probe-holder-gpu1.txt")
+    (problem,) = check_foreign_gpu_users(gpu_apps_of(held), (), gpus_of(held))
+    assert problem.found == "pid 923 (python3) holds 12898 MiB on GPU 1"
+    red = (PREFLIGHT / "gpu-red.txt").read_text()
+    assert "1 failed, 3 passed, 3 skipped" in red
+    assert "FAILED tests_preflight/test_gpu.py::test_no_foreign_gpu_users[h200]" in red
+    assert problem.found in red
