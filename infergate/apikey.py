@@ -115,5 +115,6 @@ def check_authorized(status: int, url: str, key: ApiKey | None) -> list[Problem]
     remedy = f"give the key the engine serves with: {WHERE}"
     if key.shadowed:
         other = ", ".join(k.source for k in key.shadowed)
-        remedy += f"; {key.source} overrides a different key from {other}: drop it to send that"
+        verb = "leave out" if key.source == OPTION else "unset"
+        remedy += f"; it overrides a different key from {other}: {verb} {key.source} to send that"
     return [Problem(found, planned, remedy)]

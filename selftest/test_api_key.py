@@ -118,7 +118,10 @@ def test_401_with_a_key_names_its_source_never_the_key() -> None:
     key = resolve_api_key(None, {"INFERGATE_API_KEY": KEY}, FLAGS, {})
     [problem] = check_authorized(403, "http://h:8000/v1/models", key)
     assert "the engine rejected the API key sent (from INFERGATE_API_KEY)" in problem.found
-    assert "overrides a different key from engine.flags --api-key" in problem.remedy
+    assert problem.remedy.endswith(
+        "it overrides a different key from engine.flags --api-key: unset INFERGATE_API_KEY "
+        "to send that"
+    )
     assert KEY not in problem.describe()
     assert "from-flags" not in problem.describe()
     assert check_authorized(200, "http://h:8000/v1/models", key) == []
