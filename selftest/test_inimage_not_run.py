@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures.inventory import load_inventory
+from infergate.checks.facts import docker_of, image_id_of
+from infergate.checks.host import DockerEngine
+from infergate.checks.image import check_image_parity
+from infergate.checks.inimage_ran import check_probe_ran, image_to_run, probe_blockers
+from infergate.checks.probe import Section, parse_sections
 from selftest.suite import ROOT, run_suite
 
 DEVICE_PLAN = ROOT / "inventories" / "h200-device.yaml"
+LAB = ROOT / "selftest" / "data" / "lab"  # host probes recorded in the lab (data/README.md)
+HEAD_ID = "sha256:" + "1f" * 32
+ANSWERING = DockerEngine("28.2.2", "20.10.24", "")
 IN_IMAGE = {
     "test_in_image.py::test_model_architecture_supported_by_image[h200]",
     "test_in_image.py::test_engine_flags_accepted_by_image[h200]",
@@ -38,3 +47,39 @@ def test_in_image_tests_name_the_missing_engine_or_image_instead_of_judging_noth
             outcome.message
         ), test
         assert "h200 (localhost)" in outcome.message, test
+
+
+def lab_probe(case: str, node: str) -> dict[str, Section]:
+    return parse_sections((LAB / f"{case}-{node}-probe.txt").read_text())
+
+
+def test_a_node_without_the_image_gets_the_image_checks_words_and_copy_command():
+    inventory = load_inventory(ROOT / "inventories" / "lab.yaml")  # no image.id in the plan
+    ids = {"node1": HEAD_ID, "node2": image_id_of(lab_probe("healthy", "node2"))}
+    assert ids["node2"] is None  # recorded before the lab's image was built there
+    assert image_to_run(inventory, ids) == HEAD_ID  # the head's, as its host probe read it
+    blocked = probe_blockers(inventory, {"node1": ANSWERING, "node2": ANSWERING}, ids)
+    assert blocked["node1"] == []
+    parity = check_image_parity(inventory.image.ref, ids, inventory.nodes, HEAD_ID)
+    assert blocked["node2"] == parity["node2"]
+    (problem,) = blocked["node2"]
+    assert problem.found == "image infergate-lab/vllm-cpu:0.32.0 missing"
+    assert problem.remedy.endswith("ssh -p 22 root@10.251.0.12 docker load")
+
+
+def test_a_node_whose_engine_is_down_gets_the_docker_checks_words():
+    inventory = load_inventory(ROOT / "inventories" / "lab.yaml")
+    engines = {"node1": ANSWERING, "node2": docker_of(lab_probe("docker-stopped", "node2"))}
+    blocked = probe_blockers(inventory, engines, {"node1": HEAD_ID, "node2": None})
+    (problem,) = blocked["node2"]
+    assert problem.found.startswith("docker CLI 28.2.2 but no engine answered: Cannot connect")
+    assert "systemctl start docker" in problem.remedy
+
+
+def test_a_probe_container_that_died_says_its_exit_code_and_stderr():
+    said = 'docker: Error response from daemon: invalid mount config for type "bind"'
+    cache = {"facts-cache": Section(0, '{"key": "ab", "hit": false}')}
+    (problem,) = check_probe_ran(cache, 125, said, "img:1")
+    assert problem.found.startswith("the probe container exited 125 before the probe printed")
+    assert said in problem.found
+    assert check_probe_ran({**cache, "cuda": Section(0, "{}")}, 0, "", "img:1") == []
