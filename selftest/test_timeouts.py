@@ -143,3 +143,32 @@ def test_the_remote_hash_runs_under_the_plans_deadline():
     config = SimpleNamespace(getoption=lambda name: "cached")
     model_hashes.__wrapped__(remotes, inventory, config).every()
     assert seen == [7200, 7200]
+
+
+LAST_TEARS_DOWN = """
+import time
+
+import pytest
+
+@pytest.fixture(scope="session")
+def deployment():
+    yield "up"
+    time.sleep(3)  # the evidence and the removal, at the end of the run
+
+def test_launches(deployment):
+    pass
+
+def test_host_check():  # the last test: the deployment is removed in its teardown
+    pass
+"""
+
+
+def test_the_last_test_outlasts_the_runs_teardown(pytester, tmp_path):
+    pytester.makepyfile(test_last=LAST_TEARS_DOWN)
+    done = pytester.runpytest_subprocess(
+        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+        f"--inventory={plan_file(tmp_path)}", "-o", "timeout=1", "-k", "test_last",
+        str(pytester.path), PHASE_DIRS[0],  # the phase dir loads the plugins; -k leaves it out
+    )  # fmt: skip
+    assert "Timeout (>" not in done.stdout.str()
+    done.assert_outcomes(passed=2)
