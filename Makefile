@@ -12,13 +12,14 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # The main job on the embedded default: bring the lab up with its engine (image and model on
-# every node; the first time builds the image, about 6 minutes), the preflight, then the
-# launch and the smoke check: SmolLM2 with pipeline parallel 2 (real answers), then the
-# tiny Qwen3-MoE with tensor parallel 2 across the two lab nodes. Each launch prints its
+# every node; the first time builds the image, about 6 minutes), prove the engine on one
+# node (the ISA its kernels run on, its start-up time and tokens/s here), the preflight,
+# then the launch and the smoke check: SmolLM2 with pipeline parallel 2 (real answers), then
+# the tiny Qwen3-MoE with tensor parallel 2 across the two lab nodes. Each launch prints its
 # milestones and is removed at the end; reports/<run id>/ keeps the reports and evidence.
 demo: $(BIN)/.installed
 	$(BIN)/python -m infergate.lab up -n $(NODES)
-	$(BIN)/python -m infergate.lab engine
+	$(BIN)/python -m infergate.lab engine --smoke
 	$(BIN)/pytest -m preflight
 	$(BIN)/pytest tests_deploy tests_inference
 	$(BIN)/pytest tests_deploy tests_inference --inventory=inventories/lab-moe-tp2.yaml

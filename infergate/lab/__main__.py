@@ -9,6 +9,7 @@ import time
 
 from infergate.lab import engine
 from infergate.lab import layout as L
+from infergate.lab.engine_isa import measured_line
 from infergate.lab.faults import KINDS
 from infergate.lab.lab import Lab
 from infergate.lab.shell import LabError
@@ -76,6 +77,7 @@ def _status(lab: Lab) -> int:
         print("no lab on this machine")
         return 1
     print(table(statuses))
+    print(measured_line())
     return 0 if all(s.healthy for s in statuses) else 1
 
 

@@ -15,19 +15,23 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infergate.lab import layout as L
 from infergate.lab import model, transfer
 from infergate.lab.clock import Clock
 from infergate.lab.engine_image import IMAGE, ensure_image
+from infergate.lab.engine_isa import Measured, engine_isa, measured_line, save_measured
 from infergate.lab.lab import Lab
 from infergate.lab.shell import LabError
 
 SMOKE_CONTAINER = "infergate-engine-smoke"
 SMOKE_PORT = 18432  # not vLLM's default 8000, which a deployment under test may hold
-SMOKE_DEADLINE_S = 420.0  # compiled start-up on 2 busy cores; a dead server fails at once
+# compiled start-up on 2 busy cores: ~60 s with AVX-512, ~4x that with AVX2 alone; a server
+# that dies fails at once, so the deadline only bounds a hang
+SMOKE_DEADLINE_S = 1200.0
 SMOKE_PROMPT = "The capital of France is"
+SMOKE_TOKENS = 32  # the decode rate is measured over these
 
 Say = Callable[[str], None]
 
@@ -80,7 +84,12 @@ def ensure_engine(
 
 @contextmanager
 def serving_alone(
-    lab: Lab, node: str, served: str, port: int = SMOKE_PORT, name: str = SMOKE_CONTAINER
+    lab: Lab,
+    node: str,
+    served: str,
+    port: int = SMOKE_PORT,
+    name: str = SMOKE_CONTAINER,
+    image: str = IMAGE,
 ) -> Iterator[str]:
     """SmolLM2 served by one `vllm serve` on the node, outside any suite run (no run label):
     yields its base URL once /health answers; removed on leaving."""
@@ -90,7 +99,7 @@ def serving_alone(
            "-v", "/root/.cache/vllm:/root/.cache/vllm",  # the node's compile cache
            "--shm-size", "1g",  # vLLM's shared-memory queues need 160 MiB; docker gives 64
            "-e", "VLLM_CPU_KVCACHE_SPACE=1",  # GiB; the default would not fit a lab node
-           IMAGE, "vllm", "serve", path, "--served-model-name", served,
+           image, "vllm", "serve", path, "--served-model-name", served,
            "--max-model-len", "1024", "--port", str(port)]  # fmt: skip
     lab.node_exec(node, ["docker", "rm", "-f", name], check=False)
     lab.node_exec(node, run)
@@ -102,14 +111,28 @@ def serving_alone(
         lab.node_exec(node, ["docker", "rm", "-f", name], timeout=60, check=False)
 
 
-def smoke_serve(lab: Lab, node: str, clock: Clock) -> str:
-    """Serve SmolLM2 alone on the node, ask it for the capital of France, stop it; returns
-    the completion. Fails, with the server's last log lines, unless it says Paris."""
-    with clock.lap(f"vllm serve start-up on {node}"), serving_alone(lab, node, L.SMOLLM2) as base:
-        text = _complete(base)
+@dataclass(frozen=True)
+class Smoke:
+    """What the smoke measured: start-up to /health 200, and one greedy completion."""
+
+    text: str
+    start_s: float
+    tokens_per_s: float
+
+
+def smoke_serve(lab: Lab, node: str, image: str = IMAGE) -> Smoke:
+    """Serve SmolLM2 alone on the node, ask it for the capital of France, stop it. Fails,
+    with the server's last log lines, unless it says Paris."""
+    started = time.monotonic()
+    with serving_alone(lab, node, L.SMOLLM2, image=image) as base:
+        start_s = time.monotonic() - started
+        _complete(base, 1)  # the first request compiles and warms: not the decode rate
+        began = time.monotonic()
+        text, tokens = _complete(base, SMOKE_TOKENS)
+        rate = tokens / (time.monotonic() - began)
     if "Paris" not in text:
         raise LabError(f"{node}: {L.SMOLLM2} completed {SMOKE_PROMPT!r} with {text!r}")
-    return text
+    return Smoke(text, start_s, rate)
 
 
 def _wait_for_health(lab: Lab, node: str, base: str, name: str) -> None:
@@ -144,16 +167,18 @@ def _logs(lab: Lab, node: str, name: str) -> str:
     return "\n".join([*errors[-8:], "...", *lines[-5:]])[-4000:]
 
 
-def _complete(base: str) -> str:
-    body = {"model": L.SMOLLM2, "prompt": SMOKE_PROMPT, "max_tokens": 10, "temperature": 0}
+def _complete(base: str, max_tokens: int) -> tuple[str, int]:
+    """The greedy completion of the smoke prompt, and how many tokens it has."""
+    body = {"model": L.SMOLLM2, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens,
+            "temperature": 0, "ignore_eos": True}  # fmt: skip
     req = urllib.request.Request(
         f"{base}/v1/completions",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(req, timeout=60) as r:
+    with urllib.request.urlopen(req, timeout=120) as r:
         answer = json.load(r)
-    return str(answer["choices"][0]["text"])
+    return str(answer["choices"][0]["text"]), int(answer["usage"]["completion_tokens"])
 
 
 def main(lab: Lab, nodes: list[str] | None, models: bool, smoke: bool) -> int:
@@ -161,13 +186,22 @@ def main(lab: Lab, nodes: list[str] | None, models: bool, smoke: bool) -> int:
     started = time.monotonic()
     ready = ensure_engine(lab, nodes, models, say=print)
     clock = Clock(print, dict(ready.timings))
+    node = ready.nodes[0]
+    with clock.lap(f"ISA probe on {node}"):
+        isa = engine_isa(lab, node, ready.image)
+    measured = Measured(ready.image, ready.image_id, str(isa))
     if smoke:
-        print(f"{ready.nodes[0]}: {SMOKE_PROMPT!r} -> {smoke_serve(lab, ready.nodes[0], clock)!r}")
+        with clock.lap(f"smoke on {node}"):
+            done = smoke_serve(lab, node)
+        print(f"{node}: {SMOKE_PROMPT!r} -> {done.text!r}")
+        measured = replace(measured, start_s=done.start_s, tokens_per_s=done.tokens_per_s)
+    save_measured(measured)
     size = f"{ready.image_size_bytes / 1e9:.2f} GB"
     print(f"image {ready.image} {ready.image_id} ({size}) on {', '.join(ready.nodes)}")
     for name, path in ready.models.items():
         print(f"model {path} on every node (serve with --served-model-name {name})")
     print(f"timings:\n{clock.summary()}\ntook {time.monotonic() - started:.1f} s")
+    print(measured_line())
     return 0
 
 

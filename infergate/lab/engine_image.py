@@ -51,6 +51,7 @@ IMAGES_DIR = CACHE_DIR / "images"
 LOGS_DIR = CACHE_DIR / "logs"
 RECIPES = Path(__file__).with_name("recipes")
 INSTALL_SCRIPT = RECIPES / "install-engine.sh"
+ISA_SCRIPT = RECIPES / "engine-isa.py"  # the recipe's last step: the kernels as vLLM loads them
 DEBOOTSTRAP_TIMEOUT_S = 1200.0
 INSTALL_TIMEOUT_S = 2400.0
 SAVE_TIMEOUT_S = 1200.0
@@ -77,6 +78,7 @@ def recipe_hash(constraint_files: tuple[str, ...]) -> str:
         "requirements": list(REQUIREMENTS),
         "env": list(IMAGE_ENV),
         "install": INSTALL_SCRIPT.read_text(),
+        "isa": ISA_SCRIPT.read_text(),
         "constraints": [Path(c).read_text() for c in constraint_files],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

@@ -36,5 +36,7 @@ if __name__ == "__main__":
 PY
 chmod 0755 /opt/venv/bin/vllm
 /opt/venv/bin/vllm --version
-/opt/venv/bin/python3 -c 'import torch, vllm._C, transformers, ray, gguf, accelerate'
+/opt/venv/bin/python3 -c 'import torch, transformers, ray, gguf, accelerate'
+# the kernels as vLLM loads them: its own ISA dispatch, never one ISA's build by name
+/opt/venv/bin/python3 /mnt/recipe/engine-isa.py
 rm -rf /root/.cache /tmp/* /var/tmp/*
