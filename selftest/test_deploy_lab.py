@@ -1,9 +1,12 @@
 """The real launch in the lab: a two-node vLLM (tensor parallel 2 over the fabric) comes up,
 serves, and leaves nothing; each way the seeds' launch failed, reproduced for real, is
-caught within its deadline + 5 s with the node named; Ctrl-C mid-launch removes the run's
-containers on every node and nothing else.
+caught with the node named, by the engine's own words where it says why, and always within
+the plan's deadline + 5 s (the deadlines hold on a CPU 4x slower than the AVX-512 one this
+was first measured on, so no assertion here depends on this machine's speed); Ctrl-C
+mid-launch removes the run's containers on every node and nothing else.
 
-The failures run the lab's TP 2 plan (inventories/lab-moe-tp2.yaml: ready in ~45 s)."""
+The failures run the lab's TP 2 plan (inventories/lab-moe-tp2.yaml: ready in ~45 s with
+AVX-512 kernels)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from selftest.suite import PHASE_DIRS, ROOT, SuiteRun, read_junit, run_suite
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
 TP2 = ROOT / "inventories" / "lab-moe-tp2.yaml"
+DEADLINE = yaml.safe_load(TP2.read_text())["thresholds"]  # the launch's deadlines, in s
 NODES = ("node1", "node2")
 FOREIGN = "leftover-embeddings"  # the lab's foreign-container fault
 IMAGE = "infergate-lab/vllm-cpu:0.32.0"
@@ -122,7 +126,7 @@ def test_api_port_taken_on_the_head_is_named(engine_lab, pytester):
     message = launch_failure(deploy(pytester, TP2))
     assert "node1 (10.251.0.11)" in message
     assert "a port the engine binds is taken" in message
-    assert detected_after(message) < 240 + 5
+    assert detected_after(message) < DEADLINE["ready_timeout_s"] + 5
     assert run_containers(engine_lab) == {}
 
 
@@ -131,7 +135,7 @@ def test_wrong_gloo_interface_fails_within_the_init_deadline(engine_lab, pyteste
     message = launch_failure(deploy(pytester, plan))
     assert "a socket interface or address the plan pins is not on the node" in message
     assert "Unable to find address for: fab9" in message
-    assert detected_after(message) < 90 + 5
+    assert detected_after(message) < DEADLINE["dist_init_timeout_s"] + 5
     assert run_containers(engine_lab) == {}
 
 
@@ -144,7 +148,7 @@ def test_memory_held_on_one_node_is_named(engine_lab, pytester, tmp_path):
     message = launch_failure(deploy(pytester, plan))
     assert "node2 (10.251.0.12)" in message
     assert "the kernel OOM-killed VLLM::Worker" in message
-    assert detected_after(message) < 90 + 5
+    assert detected_after(message) < DEADLINE["weights_timeout_s"] + 5
     assert run_containers(engine_lab) == {}
 
 
@@ -152,12 +156,16 @@ def test_link_down_during_init_fails_within_the_init_deadline(engine_lab, pytest
     proc, junit = start_suite(pytester, TP2, "-m", "deploy")
     wait_for_line(pytester, "node2 (10.251.0.12): started", proc)
     engine_lab.apply_fault("link-down", "node2")
-    proc.wait(timeout=300)
+    proc.wait(timeout=DEADLINE["dist_init_timeout_s"] + 120)
     message = read_junit(junit)[JOINED].message
-    # the head gives up waiting for "clients"; the node short of init is named beside it
+    # the head gives up waiting for "clients" after the plan's --distributed-timeout-seconds
+    # (60 s from its rendezvous), however slow its imports were; the node short of init is
+    # named beside it
+    assert "node1 (10.251.0.11)" in message
+    assert "not every rank reached the dist-init store" in message
     assert "node2 (10.251.0.12): 1 problem(s)" in message
     assert "not past `distributed init`" in message
-    assert detected_after(message) < 90 + 5
+    assert detected_after(message) < DEADLINE["dist_init_timeout_s"]
     assert run_containers(engine_lab) == {}
 
 

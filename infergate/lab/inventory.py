@@ -51,9 +51,12 @@ thresholds:
   command_timeout_s: 20
   connect_timeout_s: 3
   rendezvous_timeout_s: 30
-  # measured on the lab's 2 shared cores: a 2-node start-up takes ~{ready_typ} s to ready
-  dist_init_timeout_s: 90
-  weights_timeout_s: 150
+  # The lab's 2 shared cores: a 2-node start-up takes ~{ready_avx512} s to ready with AVX-512
+  # kernels, ~{ready_avx2} s with AVX2 only (`python -m infergate.lab status` says which this
+  # machine has). The deadlines hold on a CPU 4x slower than the AVX-512 one; a failure that
+  # the engine logs still fails at once.
+  dist_init_timeout_s: 300
+  weights_timeout_s: 600
   ready_timeout_s: {ready_s}
 inference:
   # a short sweep: the lab's 2 cores serve ~30-200 tokens/s
@@ -71,15 +74,20 @@ _BINDING = """\
     VLLM_CPU_OMP_THREADS_BIND: "{node_index}"
 """
 
-# SmolLM2-135M-Instruct answers these by name, greedy, served alone and with PP 2 (checked
-# in the lab). Its answers are fragile: "What is the capital of France?" served alone gets
-# "L'Étoile, la Marseillaise, ..." while PP 2 says Paris.
+# SmolLM2-135M-Instruct answers these by name, greedy, served alone with AVX-512 and with AVX2
+# kernels (checked in the lab, the latter in the forced-AVX2 image). Its answers are fragile
+# and differ between the kernels: "Which city is the capital of France?" gets "The capital of
+# France is Paris." from the AVX-512 kernels and "Le Grand Château, also known as the City of
+# Light, ..." from the AVX2 ones; "What is the capital of France?" gets "L'Étoile, ..." from
+# both.
 _SMOLLM2_PROBES = """\
   probes:
-    - prompt: Which city is the capital of France?
-      expect: paris
     - prompt: What is the capital city of France? Answer with one word.
       expect: paris
+    - prompt: Paris is the capital of which country?
+      expect: france
+    - prompt: What is the capital of Germany?
+      expect: berlin
 """
 
 # SmolLM2-135M has 9 attention heads and 3 KV heads: tensor parallel cannot split it, so
@@ -89,9 +97,9 @@ VARIANTS = {
     "smollm2-pp": dict(name="lab", model=SMOLLM2, served="smollm2-135m", size_gib=0.27, flags="",
                        probes=_SMOLLM2_PROBES,
                        parallel="  tensor_parallel: 1\n  pipeline_parallel: {n}",
-                       ready_typ=90, ready_s=300),
+                       ready_avx512=90, ready_avx2=275, ready_s=900),
     "moe-tp": dict(name="lab-moe-tp2", model=TINY_MOE, served="tiny-qwen3-moe", size_gib=0.01,
-                   flags=', --enforce-eager', ready_typ=40, ready_s=240,
+                   flags=', --enforce-eager', ready_avx512=40, ready_avx2=120, ready_s=600,
                    probes="  # random weights: no answer is known (inference.probes)\n",
                    parallel="  tensor_parallel: {n}\n  pipeline_parallel: 1"),
 }  # fmt: skip
