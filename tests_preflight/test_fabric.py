@@ -44,7 +44,8 @@ def test_fabric_mtu_equal_on_every_node(probes, inventory):
         for n in inventory.nodes
         if n.fabric.interface in seen[n.name]
     }
-    fail_on_nodes(inventory.nodes, check_mtu_parity(mtus, inventory.fabric.mtu))
+    interfaces = {n.name: n.fabric.interface for n in inventory.nodes}
+    fail_on_nodes(inventory.nodes, check_mtu_parity(mtus, inventory.fabric.mtu, interfaces))
 
 
 @pytest.mark.xdist_group("cluster")

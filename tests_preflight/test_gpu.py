@@ -8,6 +8,7 @@ from fixtures.report import fail_on, fail_on_cluster
 from infergate.checks.cuda import (
     check_compat_libs,
     check_cuda_compatibility,
+    image_libcuda,
     parse_cuda_version,
 )
 from infergate.checks.facts import (
@@ -76,9 +77,14 @@ def test_image_cuda_initialises_on_driver(image_facts, probes, node):
     UNAVAILABLE" banner); forward compatibility is not documented for GB10."""
     table = read_fact(node, probes.of(node), smi_table_of)
     init = cuda_init_of(image_facts.preamble, image_facts.part("cuda-init"))
-    image_cuda = image_cuda_version(image_facts.part("cuda"))
+    cuda = image_facts.part("cuda")
+    image_cuda = image_cuda_version(cuda)
+    # which libcuda the image loads lets a failure name its cause (compat over the driver)
+    host = read_fact(node, probes.of(node), compat_libs_of).host_driver
+    libs = image_libcuda(host, cuda.get("compat"), cuda.get("LD_LIBRARY_PATH"))
     gpu = table.gpus[0].name if table.gpus else "unknown GPU"
-    fail_on(node, check_cuda_compatibility(parse_cuda_version(table.cuda), image_cuda, gpu, init))
+    driver_cuda = parse_cuda_version(table.cuda)
+    fail_on(node, check_cuda_compatibility(driver_cuda, image_cuda, gpu, init, libs))
 
 
 @pytest.mark.image
