@@ -5,12 +5,10 @@ started with `--api-key` does."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -29,6 +27,7 @@ from infergate.deploy.executor import Deployment, Heard, LaunchFailed, NodeIo, R
 from infergate.deploy.launch import Deadline, HttpReady, Launch
 from infergate.inference import client
 from infergate.inference.conformance import check_answer, check_models
+from selftest.local_http import JsonHandler, serving
 from selftest.suite import ROOT, run_suite
 
 KEY = "sk-lab-4f9e2a71c0"
@@ -135,13 +134,10 @@ class KeyedServer(ThreadingHTTPServer):
     seen: list[str | None]  # the Authorization header of each request
 
 
-class Keyed(BaseHTTPRequestHandler):
+class Keyed(JsonHandler):
     """vLLM's authentication: /v1 wants `Bearer KEY`, /health does not."""
 
     server: KeyedServer
-
-    def log_message(self, *_: object) -> None:
-        pass
 
     def do_GET(self) -> None:
         self.server.seen.append(self.headers.get("Authorization"))
@@ -149,24 +145,13 @@ class Keyed(BaseHTTPRequestHandler):
             return self.reply(401, {"error": "Unauthorized"})
         self.reply(200, {"object": "list", "data": [{"id": "smollm2-135m"}]})
 
-    def reply(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
 
 @pytest.fixture
 def server() -> Iterator[str]:
     httpd = KeyedServer(("127.0.0.1", 0), Keyed)
     httpd.seen = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(httpd):
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
 
 
 def test_every_client_sends_the_key(server: str) -> None:

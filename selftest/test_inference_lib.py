@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from infergate.inference import baseline, client, metrics, plan, report, sse
 from infergate.inference.client import StreamRecord
 from infergate.inventory import Inference, InventoryError, Probe, parse_inventory
 from infergate.lab.usage_proxy import strip_usage
+from selftest.local_http import JsonHandler, serving
 
 # --- the vLLM 0.32 chat stream form -------------------------------------------------------
 
@@ -397,14 +398,11 @@ class SseServer(ThreadingHTTPServer):
         pass  # the timeout case hangs up on a sleeping handler: its broken pipe is expected
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     """Streams VLLM_032_EVENTS the way uvicorn does: HTTP/1.1, chunked, one write per event."""
 
     protocol_version = "HTTP/1.1"
     server: SseServer
-
-    def log_message(self, format: str, *args: object) -> None:  # keep pytest's output clean
-        pass
 
     def do_GET(self) -> None:
         self.reply(200, {"object": "list", "data": [{"id": "tiny", "object": "model"}]})
@@ -441,24 +439,13 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
-    def reply(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
 
 @pytest.fixture
 def server() -> Iterator[SseServer]:
     httpd = SseServer(("127.0.0.1", 0), Handler)
     httpd.requests = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(httpd):
+        yield httpd
 
 
 def base(server: SseServer) -> str:
