@@ -6,8 +6,6 @@ the head's container."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from infergate.deploy.launch import (
     ClusterJoined,
     Exec,
@@ -24,11 +22,6 @@ from infergate.deploy.launch import (
 )  # fmt: skip
 from infergate.deploy.vllm_mp import VLLM_FATAL
 from infergate.inventory import Inventory, Node
-
-# The playbook passes it to run_cluster.sh on both nodes: Ray's memory monitor kills workers
-# once host memory is nearly full, and on GB10's unified memory the weights and the KV cache
-# are host memory. Under the plan's engine.env, so a plan can still set it.
-RAY_ENV = {"RAY_memory_monitor_refresh_ms": "0"}
 
 RAY_FATAL = (
     Fatal(r"Version mismatch: The cluster was started with",
@@ -48,12 +41,6 @@ RAY_FATAL = (
           "does, or engine.kind vllm"),
     *VLLM_FATAL,
 )  # fmt: skip
-
-
-def ray_inventory(inventory: Inventory) -> Inventory:
-    """The plan with RAY_ENV under its engine.env: the Ray containers get it as `-e`."""
-    engine = replace(inventory.engine, env={**RAY_ENV, **inventory.engine.env})
-    return replace(inventory, engine=engine)
 
 
 def ray_start(inventory: Inventory, node: Node) -> list[str]:
@@ -83,9 +70,9 @@ def serve_command(inventory: Inventory) -> list[str]:
 
 
 def plan_launch(inventory: Inventory, run_id: str) -> Launch:
-    ray = ray_inventory(inventory)
-    head = docker_run(ray, inventory.head, run_id, ray_start(ray, inventory.head))
-    joins = [docker_run(ray, n, run_id, ray_start(ray, n)) for n in workers(inventory)]
+    # the containers get Ray's env (docker_cli.ENGINE_ENV) from the one engine container spec
+    head = docker_run(inventory, inventory.head, run_id, ray_start(inventory, inventory.head))
+    joins = [docker_run(inventory, n, run_id, ray_start(inventory, n)) for n in workers(inventory)]
     d = deadlines(inventory)
     steps: list[Step] = [
         head,
