@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from infergate.lab.engine_image import IMAGE, ISA_SCRIPT, RECIPES
@@ -114,7 +114,7 @@ def ensure_avx2_image(lab: Lab, node: str) -> str:
 
 def save_measured(measured: Measured, path: Path = RECORD) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    stamped = Measured(**{**asdict(measured), "measured_at": time.strftime("%Y-%m-%d %H:%M")})
+    stamped = replace(measured, measured_at=time.strftime("%Y-%m-%d %H:%M"))
     path.write_text(json.dumps(asdict(stamped), indent=1) + "\n")
 
 
