@@ -107,6 +107,30 @@ def test_mtu_fault_sets_fab0_mtu_until_cleared(clean_lab):
     assert fab0_mtu(clean_lab, "node2") == "1500"
 
 
+# A server that closes its side first leaves the port in TIME_WAIT, as an engine just removed
+# by the previous test does; a stray server still binds it, and so must the fault.
+_TIME_WAIT = """
+import socket
+server = socket.create_server(("127.0.0.1", 18000))
+client = socket.create_connection(("127.0.0.1", 18000))
+conn, _ = server.accept()
+conn.close()
+client.recv(1)
+client.close()
+server.close()
+"""
+
+
+def test_port_fault_takes_a_port_left_in_time_wait(clean_lab):
+    clean_lab.node_exec("node1", ["/usr/bin/python3", "-c", _TIME_WAIT])
+    waiting = clean_lab.node_exec("node1", ["ss", "-Htan", "state", "time-wait"]).stdout
+    assert "127.0.0.1:18000 " in waiting, waiting
+    clean_lab.apply_fault("port-taken", "node1", "18000")
+    assert ":18000 " in clean_lab.node_exec("node1", ["ss", "-Htln"]).stdout
+    clean_lab.clear_faults()
+    assert ":18000 " not in clean_lab.node_exec("node1", ["ss", "-Htln"]).stdout
+
+
 def test_hold_memory_charges_only_that_node(clean_lab):
     before = {n: clean_lab.memory_usage(n) for n in NODES}
     clean_lab.apply_fault("hold-memory", "node1", "1")

@@ -19,9 +19,12 @@ if TYPE_CHECKING:
 
 STASH_TAG = "infergate-lab/fault-stash:{node}"
 
-# Binds every address of the node on PORT and accepts nothing: as a stray server would.
-_LISTEN = "import socket, sys, signal; s = socket.socket(); s.bind(('0.0.0.0', int(sys.argv[1])));"
-_LISTEN += " s.listen(); signal.pause()"
+# Binds every address of the node on PORT and accepts nothing: as a stray server would. Like
+# every real server (uvicorn, vLLM's own socket) it sets SO_REUSEADDR, so the fault does not
+# depend on whether the previous test's engine left connections in TIME_WAIT on that port.
+_LISTEN = "import socket, sys, signal; s = socket.socket()"
+_LISTEN += "; s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)"
+_LISTEN += "; s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen(); signal.pause()"
 
 
 def _port_taken(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
@@ -31,8 +34,10 @@ def _port_taken(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     while f":{args[0]} " not in lab.node_exec(spec.name, ["ss", "-Htln"]).stdout:
         if not proc.alive() or time.monotonic() > end:
             end_process(lab, spec, {"pid": proc.pid, "start": proc.start})
+            said = spec.log("port-taken").read_text(errors="replace").strip().splitlines()
             raise LabError(
-                f"{spec.name}: could not take TCP {args[0]}; see {spec.log('port-taken')}"
+                f"{spec.name}: could not take TCP {args[0]}: {said[-1] if said else 'no output'}"
+                f" (log {spec.log('port-taken')})"
             )
         time.sleep(0.05)
     return {"pid": proc.pid, "start": proc.start}
