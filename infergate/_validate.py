@@ -21,15 +21,22 @@ ROOT = "<root>"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DNS_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-_IFNAME_RE = re.compile(r"[^\s/:]{1,15}")  # the kernel's IFNAMSIZ limit and forbidden chars
+_IFNAME_RE = re.compile(r"[^\s/:-][^\s/:]{0,14}")  # IFNAMSIZ, the kernel's forbidden chars
+# C0 and C1 controls, DEL, and the line and paragraph separators that some tools split on
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_IN_PROSE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class InventoryError(ValueError):
-    """A problem in the inventory, located by its key path (`nodes[1].fabric.address`)."""
+    """A problem in the inventory, located by its key path (`nodes[1].fabric.address`) and,
+    where the plan was read from a file, its line there. A problem of the file as a whole
+    (unreadable, not YAML) has the path ""."""
 
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
+    def __init__(self, path: str, message: str, line: int | None = None) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+        self.message = message
+        self.line = line
 
 
 def join(path: str, key: str) -> str:
@@ -89,13 +96,36 @@ def mapping(value: object, path: str) -> dict[str, object]:
     return dict(value)
 
 
-def text(value: object, path: str) -> str:
+def prose(value: object, path: str) -> str:
+    """Text that may run over lines (a prompt): no control characters but tab and newline."""
     if not isinstance(value, str):
         hint = "; quote it in YAML" if isinstance(value, int | float) else ""
         raise InventoryError(path, f"expected a string, got {describe(value)}{hint}")
     if not value.strip():
         raise InventoryError(path, "must not be empty")
-    return value
+    return _without(_CONTROL_IN_PROSE, value, path)
+
+
+def text(value: object, path: str) -> str:
+    """One line of text: a name, a path, a flag. A newline in a value that reaches an
+    ssh_config, an env-file or a shell line would start a line of its own there."""
+    return _without(_CONTROL, prose(value, path), path)
+
+
+def argument(value: object, path: str) -> str:
+    """Text that lands in a command line as a value: `-` first would make it an option
+    (an image ref of `--privileged` did)."""
+    found = text(value, path)
+    if found.startswith("-"):
+        raise InventoryError(path, f"{found!r} starts with '-': a command would read an option")
+    return found
+
+
+def _without(control: re.Pattern[str], found: str, path: str) -> str:
+    hit = control.search(found)
+    if hit:
+        raise InventoryError(path, f"{found[:40]!r} holds the control character {hit[0]!r}")
+    return found
 
 
 def boolean(value: object, path: str) -> bool:
@@ -104,15 +134,16 @@ def boolean(value: object, path: str) -> bool:
     return value
 
 
-def int_in(lo: int, hi: int | None = None) -> Reader[int]:
+def int_in(lo: int, hi: int) -> Reader[int]:
     """A reader of integers in [lo, hi]; YAML booleans are not integers here."""
 
     def read(value: object, path: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _wrong_type(path, "an integer", value)
-        if value < lo or (hi is not None and value > hi):
-            bounds = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
-            raise InventoryError(path, f"{value} is out of range; expected {bounds}")
+        if value < lo or value > hi:
+            raise InventoryError(
+                path, f"{_short(value)} is out of range; expected between {lo} and {hi}"
+            )
         return value
 
     return read
@@ -121,22 +152,28 @@ def int_in(lo: int, hi: int | None = None) -> Reader[int]:
 PORT = int_in(1, 65535)
 
 
-def number_above(lo: float, *, inclusive: bool) -> Reader[float]:
-    """A reader of finite numbers (ints welcome) above lo, or at least lo when inclusive."""
+def number_in(lo: float, hi: float, unit: str, *, above: bool = False) -> Reader[float]:
+    """A reader of finite numbers (ints welcome) in [lo, hi], or (lo, hi] when `above`; the
+    bounds keep a typo (`command_timeout_s: 1.0e-9` killed every command) out of the run."""
 
     def read(value: object, path: str) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _wrong_type(path, "a number", value)
-        if isinstance(value, int) and abs(value) > 2**53:
-            raise InventoryError(path, f"{describe(value)} is too large")
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise InventoryError(path, f"expected a finite number, got {value}")
-        if value < lo or (value == lo and not inclusive):
-            relation = "at least" if inclusive else "greater than"
-            raise InventoryError(path, f"{value} is out of range; expected {relation} {lo}")
+        if value < lo or value > hi or (value == lo and above):
+            bounds = f"greater than {lo:g} and at most" if above else f"between {lo:g} and"
+            raise InventoryError(
+                path, f"{_short(value)} is out of range; expected {bounds} {hi:g}{unit}"
+            )
         return float(value)
 
     return read
+
+
+def _short(number: float) -> str:
+    shown = f"{number:g}" if isinstance(number, float) else str(number)
+    return shown if len(shown) <= 20 else f"{shown[:17]}... ({len(shown)} digits)"
 
 
 def matching(pattern: re.Pattern[str], what: str) -> Reader[str]:
@@ -152,7 +189,10 @@ def matching(pattern: re.Pattern[str], what: str) -> Reader[str]:
 
 
 NODE_NAME = matching(_NAME_RE, "a valid node name (letters, digits, '.', '_', '-')")
-IFNAME = matching(_IFNAME_RE, "a valid interface name (1-15 characters, no spaces, '/' or ':')")
+IFNAME = matching(
+    _IFNAME_RE, "a valid interface name (1-15 characters, no spaces, '/' or ':', no '-' first)"
+)
+ENV_NAME = matching(_ENV_KEY_RE, "an environment variable name")
 
 
 def choice(options: tuple[str, ...]) -> Reader[str]:
@@ -216,9 +256,13 @@ def host(value: object, path: str) -> str:
     """A management address: an IP address or a DNS name that SSH can reach."""
     found = text(value, path)
     try:
-        return str(ip_address(found))
+        address = ip_address(found)
     except ValueError:
         pass
+    else:  # Python takes any text after '%' as an IPv6 scope, spaces and all
+        if "%" in found and not _IFNAME_RE.fullmatch(found.partition("%")[2]):
+            raise InventoryError(path, f"{found!r}: the scope after '%' is not an interface")
+        return str(address)
     labels = found.removesuffix(".").split(".")
     dns_ok = len(found) <= 253 and all(_DNS_LABEL_RE.fullmatch(label) for label in labels)
     if not dns_ok or all(label.isdigit() for label in labels):  # all digits: a mistyped IP
@@ -246,6 +290,7 @@ def _env_value(raw: object, path: str, placeholders: tuple[str, ...]) -> str:
         return str(raw)  # YAML `NCCL_IB_DISABLE: 0` means the string "0"
     if not isinstance(raw, str):
         raise _wrong_type(path, "a string (or an integer)", raw)
+    _without(_CONTROL, raw, path)  # a newline would start a variable of its own in an env-file
     _check_placeholders(raw, path, placeholders)
     return raw
 

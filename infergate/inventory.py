@@ -6,11 +6,13 @@ Nothing here reads files or the network; `parse_inventory` takes the loaded YAML
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Literal, cast
 
+from infergate import _plan_words as w
 from infergate import _validate as v
 from infergate._plan_rules import check_plan
 
@@ -31,6 +33,9 @@ class Ssh:
     jump: str | None = None  # ProxyJump: a node name of this inventory, or [user@]host[:port]
     # "local": the node is this controller itself (testinfra's local backend, no sshd needed)
     connection: str = "ssh"
+    # the jump hosts as `ssh -J` takes them, from this controller on: a jump that names a
+    # node becomes that node's user@address:port, after the node's own hops (set by the parser)
+    hops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,8 @@ class Node:
     ssh: Ssh
     fabric: NodeFabric
     gpus: int = 0  # 0: a CPU node that runs one engine rank
-    env: Mapping[str, str] = field(default_factory=dict)  # per-node env, over engine.env
+    # per-node env, over engine.env; never in a repr: it may hold secrets (infergate.secrets)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def ranks(self) -> int:
@@ -58,6 +64,26 @@ class Node:
     def where(self) -> str:
         """How failures name this node: name and management address."""
         return f"{self.name} ({self.address})"
+
+    @property
+    def login(self) -> str:
+        """user@address:port, as `ssh -J` names a hop."""
+        address = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{self.ssh.user}@{address}:{self.ssh.port}"
+
+    def ssh_argv(self, *remote: str) -> list[str]:
+        """The ssh command that reaches this node from the controller as the plan says (user,
+        port, key, known_hosts, jump hosts), running REMOTE there: for remedies an operator
+        pastes, so shlex.join it. REMOTE is quoted once more for the node's shell; a local
+        node runs it as it is."""
+        if self.ssh.connection == "local":
+            return list(remote)
+        s = self.ssh
+        argv = ["ssh", "-p", str(s.port)]
+        argv += ["-i", s.key] if s.key else []
+        argv += ["-o", f"UserKnownHostsFile={s.known_hosts}"] if s.known_hosts else []
+        argv += ["-J", ",".join(s.hops)] if s.hops else []
+        return [*argv, f"{s.user}@{self.address}", *([shlex.join(remote)] if remote else [])]
 
 
 @dataclass(frozen=True)
@@ -89,9 +115,11 @@ class Engine:
     dist_init_addr: IPv4Address  # must be a node's fabric address
     dist_init_port: int
     api_port: int
-    flags: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)  # values may hold {fabric_ip} etc.
+    # flags and env never in a repr: they may hold an API key, HF_TOKEN (infergate.secrets)
+    flags: tuple[str, ...] = field(default=(), repr=False)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold {fabric_ip} etc.
     docker_args: tuple[str, ...] = ()  # extra `docker run` options for the engine's containers
+    secret_env: tuple[str, ...] = ()  # env names whose values are secrets whatever their names
 
 
 @dataclass(frozen=True)
@@ -201,15 +229,9 @@ PLACEHOLDERS = ("fabric_ip", "fabric_interface", "head_fabric_ip", "node_name", 
 
 _ENV = v.env_map(PLACEHOLDERS)
 _IMAGE_ID = v.matching(re.compile(r"sha256:[0-9a-f]{64}"), "an image ID like sha256:<64 hex>")
-_POSITIVE = v.number_above(0, inclusive=False)
-_NON_NEGATIVE = v.number_above(0, inclusive=True)
-
-
-def _ratio(value: object, path: str) -> float:
-    ratio = _POSITIVE(value, path)
-    if ratio > 1:
-        raise InventoryError(path, f"must be a ratio in (0, 1], got {ratio:g}")
-    return ratio
+_GIB = v.number_in(0, 65536, " GiB", above=True)  # 64 TiB: more than any one node holds
+_GIB_OR_ZERO = v.number_in(0, 65536, " GiB")
+_RATIO = v.number_in(0, 1, " (a ratio)", above=True)
 
 
 def parse_inventory(data: object) -> Inventory:
@@ -232,7 +254,20 @@ def parse_inventory(data: object) -> Inventory:
         inference=top.get("inference", _inference, Inference()),
     )
     check_plan(inventory)
-    return inventory
+    return replace(inventory, nodes=_with_hops(inventory.nodes))
+
+
+def _with_hops(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """Each node with its ssh.hops resolved (check_plan has refused jump loops)."""
+    by_name = {n.name: n for n in nodes}
+
+    def hops(node: Node) -> tuple[str, ...]:
+        jump = node.ssh.jump
+        if jump is None or jump not in by_name:
+            return () if jump is None else (jump,)
+        return (*hops(by_name[jump]), by_name[jump].login)
+
+    return tuple(replace(n, ssh=replace(n.ssh, hops=hops(n))) for n in nodes)
 
 
 _TOP_KEYS = (
@@ -250,7 +285,7 @@ def _node(data: object, path: str, fabric: Fabric) -> Node:
         roles=s.get("roles", _roles, frozenset()),
         ssh=s.get("ssh", _ssh, Ssh()),
         fabric=s.need("fabric", lambda d, p: _node_fabric(d, p, fabric.interface)),
-        gpus=s.get("gpus", v.int_in(0), 0),
+        gpus=s.get("gpus", v.int_in(0, 64), 0),
         env=s.get("env", _ENV, {}),
     )
 
@@ -262,12 +297,12 @@ def _roles(data: object, path: str) -> frozenset[str]:
 def _ssh(data: object, path: str) -> Ssh:
     s = v.Section(data, path, _SSH_KEYS)
     return Ssh(
-        user=s.get("user", v.text, "root"),
+        user=s.get("user", w.user_name, "root"),
         port=s.get("port", v.PORT, 22),
-        key=s.maybe("key", v.text),
-        known_hosts=s.maybe("known_hosts", v.text),
+        key=s.maybe("key", w.ssh_path),
+        known_hosts=s.maybe("known_hosts", w.ssh_path),
         verify_host_key=s.get("verify_host_key", v.boolean, True),
-        jump=s.maybe("jump", v.text),
+        jump=s.maybe("jump", w.jump),
         connection=s.get("connection", v.choice(("ssh", "local")), "ssh"),
     )
 
@@ -277,7 +312,7 @@ def _node_fabric(data: object, path: str, default_interface: str) -> NodeFabric:
     return NodeFabric(
         address=s.need("address", v.ipv4_interface),
         interface=s.get("interface", v.IFNAME, default_interface),
-        hcas=s.get("hcas", v.list_of(v.text), ()),
+        hcas=s.get("hcas", v.list_of(w.hca_name), ()),
     )
 
 
@@ -292,15 +327,15 @@ def _fabric(data: object, path: str) -> Fabric:
 
 def _image(data: object, path: str) -> Image:
     s = v.Section(data, path, ("ref", "id"))
-    return Image(ref=s.need("ref", v.text), id=s.maybe("id", _IMAGE_ID))
+    return Image(ref=s.need("ref", w.image_ref), id=s.maybe("id", _IMAGE_ID))
 
 
 def _model(data: object, path: str) -> Model:
     s = v.Section(data, path, ("path", "served_name", "size_gib", "manifest"))
     return Model(
         path=s.need("path", _absolute_path),
-        served_name=s.need("served_name", v.text),
-        size_gib=s.maybe("size_gib", _POSITIVE),
+        served_name=s.need("served_name", v.argument),
+        size_gib=s.maybe("size_gib", _GIB),
         manifest=s.maybe("manifest", v.text),
     )
 
@@ -309,12 +344,14 @@ def _absolute_path(data: object, path: str) -> str:
     found = v.text(data, path)
     if not found.startswith("/"):  # the same path on every node: relative to what?
         raise InventoryError(path, f"{found!r} is not an absolute path")
+    if ":" in found or "," in found:  # `docker run -v PATH:PATH:ro` would split it
+        raise InventoryError(path, f"{found!r} holds ':' or ',', which a docker mount splits on")
     return found
 
 
 _ENGINE_KEYS = (
     "kind", "tensor_parallel", "pipeline_parallel", "dist_init_addr", "dist_init_port",
-    "api_port", "flags", "env", "docker_args",
+    "api_port", "flags", "env", "docker_args", "secret_env",
 )  # fmt: skip
 
 
@@ -322,44 +359,43 @@ def _engine(data: object, path: str) -> Engine:
     s = v.Section(data, path, _ENGINE_KEYS)
     return Engine(
         kind=cast(EngineKind, s.need("kind", v.choice(ENGINE_KINDS))),
-        tensor_parallel=s.get("tensor_parallel", v.int_in(1), 1),
-        pipeline_parallel=s.get("pipeline_parallel", v.int_in(1), 1),
+        tensor_parallel=s.get("tensor_parallel", v.int_in(1, 4096), 1),
+        pipeline_parallel=s.get("pipeline_parallel", v.int_in(1, 4096), 1),
         dist_init_addr=s.need("dist_init_addr", v.ipv4_address),
         dist_init_port=s.need("dist_init_port", v.PORT),
         api_port=s.need("api_port", v.PORT),
         flags=s.get("flags", v.list_of(v.text), ()),
         env=s.get("env", _ENV, {}),
         docker_args=s.get("docker_args", v.list_of(v.text), ()),
+        secret_env=s.get("secret_env", v.list_of(v.ENV_NAME), ()),
     )
 
 
-_THRESHOLD_KEYS = (
-    "kv_cache_gib", "memory_headroom_gib", "min_mem_available_gib", "command_timeout_s",
-    "connect_timeout_s", "tp_balance_min_ratio", "page_cache_gap_gib", "nccl_busbw_min_gbps",
-    "rendezvous_timeout_s", "dist_init_timeout_s", "weights_timeout_s", "ready_timeout_s",
-    "cluster_join_timeout_s", "model_hash_timeout_s",
-)  # fmt: skip
+_COMMAND_S = v.number_in(1, 3600, " s")
+_MILESTONE_S = v.number_in(1, 86400, " s")  # a day: a first hash or load of ~1 TB of weights
+_THRESHOLD_BOUNDS: dict[str, v.Reader[float]] = {
+    "kv_cache_gib": _GIB_OR_ZERO,
+    "memory_headroom_gib": _GIB_OR_ZERO,
+    "min_mem_available_gib": _GIB,
+    "command_timeout_s": _COMMAND_S,
+    "connect_timeout_s": v.number_in(1, 300, " s"),
+    "tp_balance_min_ratio": _RATIO,
+    "page_cache_gap_gib": _GIB_OR_ZERO,
+    "nccl_busbw_min_gbps": v.number_in(0, 10_000, " GB/s", above=True),
+    "rendezvous_timeout_s": _COMMAND_S,
+    "dist_init_timeout_s": _MILESTONE_S,
+    "weights_timeout_s": _MILESTONE_S,
+    "ready_timeout_s": _MILESTONE_S,
+    "cluster_join_timeout_s": _MILESTONE_S,
+    "model_hash_timeout_s": _MILESTONE_S,
+}
 
 
 def _thresholds(data: object, path: str) -> Thresholds:
-    s = v.Section(data, path, _THRESHOLD_KEYS)
-    d = Thresholds()
-    return Thresholds(
-        kv_cache_gib=s.get("kv_cache_gib", _NON_NEGATIVE, d.kv_cache_gib),
-        memory_headroom_gib=s.get("memory_headroom_gib", _NON_NEGATIVE, d.memory_headroom_gib),
-        min_mem_available_gib=s.maybe("min_mem_available_gib", _POSITIVE),
-        command_timeout_s=s.get("command_timeout_s", _POSITIVE, d.command_timeout_s),
-        connect_timeout_s=s.get("connect_timeout_s", _POSITIVE, d.connect_timeout_s),
-        tp_balance_min_ratio=s.get("tp_balance_min_ratio", _ratio, d.tp_balance_min_ratio),
-        page_cache_gap_gib=s.get("page_cache_gap_gib", _NON_NEGATIVE, d.page_cache_gap_gib),
-        nccl_busbw_min_gbps=s.maybe("nccl_busbw_min_gbps", _POSITIVE),
-        rendezvous_timeout_s=s.get("rendezvous_timeout_s", _POSITIVE, d.rendezvous_timeout_s),
-        dist_init_timeout_s=s.get("dist_init_timeout_s", _POSITIVE, d.dist_init_timeout_s),
-        weights_timeout_s=s.get("weights_timeout_s", _POSITIVE, d.weights_timeout_s),
-        ready_timeout_s=s.get("ready_timeout_s", _POSITIVE, d.ready_timeout_s),
-        cluster_join_timeout_s=s.get("cluster_join_timeout_s", _POSITIVE, d.cluster_join_timeout_s),
-        model_hash_timeout_s=s.get("model_hash_timeout_s", _POSITIVE, d.model_hash_timeout_s),
-    )
+    """Each threshold within its bounds; an absent (or null) one keeps its default."""
+    s = v.Section(data, path, tuple(_THRESHOLD_BOUNDS))
+    found = {key: s.maybe(key, reader) for key, reader in _THRESHOLD_BOUNDS.items()}
+    return Thresholds(**{k: value for k, value in found.items() if value is not None})
 
 
 def _allow(data: object, path: str) -> Allow:
@@ -370,6 +406,7 @@ def _allow(data: object, path: str) -> Allow:
     )
 
 
+_TOKENS = v.int_in(1, 1_048_576)
 _INFERENCE_KEYS = (
     "concurrency", "requests_per_level", "max_tokens", "prompt", "warmup_requests",
     "min_output_tokens_per_s", "max_ttft_ms", "baseline", "baseline_tolerance", "thinking",
@@ -381,25 +418,27 @@ def _inference(data: object, path: str) -> Inference:
     s = v.Section(data, path, _INFERENCE_KEYS)
     d = Inference()
     concurrency = s.get("concurrency", _levels, d.concurrency)
-    requests = s.get("requests_per_level", v.int_in(1), d.requests_per_level)
+    requests = s.get("requests_per_level", v.int_in(1, 100_000), d.requests_per_level)
     if requests < concurrency[-1]:
         raise InventoryError(
             s.at("requests_per_level"),
             f"{requests} is fewer than the highest concurrency ({concurrency[-1]})",
         )
-    max_ttft_ms = s.maybe("max_ttft_ms", _POSITIVE)
+    max_ttft_ms = s.maybe("max_ttft_ms", v.number_in(0, 3_600_000, " ms", above=True))
     if max_ttft_ms is not None and 1 not in concurrency:
         raise InventoryError(s.at("max_ttft_ms"), "is judged at concurrency 1; add 1 to levels")
     return Inference(
         concurrency=concurrency,
         requests_per_level=requests,
-        max_tokens=s.get("max_tokens", v.int_in(1), d.max_tokens),
-        prompt=s.get("prompt", v.text, d.prompt),
-        warmup_requests=s.get("warmup_requests", v.int_in(0), d.warmup_requests),
-        min_output_tokens_per_s=s.maybe("min_output_tokens_per_s", _POSITIVE),
+        max_tokens=s.get("max_tokens", _TOKENS, d.max_tokens),
+        prompt=s.get("prompt", v.prose, d.prompt),
+        warmup_requests=s.get("warmup_requests", v.int_in(0, 10_000), d.warmup_requests),
+        min_output_tokens_per_s=s.maybe(
+            "min_output_tokens_per_s", v.number_in(0, 10_000_000, " tokens/s", above=True)
+        ),
         max_ttft_ms=max_ttft_ms,
         baseline=s.maybe("baseline", v.text),
-        baseline_tolerance=s.get("baseline_tolerance", _ratio, d.baseline_tolerance),
+        baseline_tolerance=s.get("baseline_tolerance", _RATIO, d.baseline_tolerance),
         thinking=s.get("thinking", v.boolean, d.thinking),
         probes=s.get("probes", v.list_of(_probe), ()),
     )
@@ -407,7 +446,7 @@ def _inference(data: object, path: str) -> Inference:
 
 def _levels(data: object, path: str) -> tuple[int, ...]:
     """Concurrency levels: positive and increasing, so each names one level of the report."""
-    levels = v.list_of(v.int_in(1), min_len=1)(data, path)
+    levels = v.list_of(v.int_in(1, 4096), min_len=1)(data, path)
     for i in range(1, len(levels)):
         if levels[i] <= levels[i - 1]:
             raise InventoryError(
@@ -419,9 +458,9 @@ def _levels(data: object, path: str) -> tuple[int, ...]:
 def _probe(data: object, path: str) -> Probe:
     s = v.Section(data, path, ("prompt", "expect", "max_tokens"))
     return Probe(
-        prompt=s.need("prompt", v.text),
+        prompt=s.need("prompt", v.prose),
         expect=s.need("expect", _regex),
-        max_tokens=s.get("max_tokens", v.int_in(1), 32),
+        max_tokens=s.get("max_tokens", _TOKENS, 32),
     )
 
 

@@ -1,0 +1,178 @@
+"""Reading a plan file: YAML that cannot hurt the controller, with every value's line kept.
+
+A plan comes from whoever can write to the CI job, and the gate runs with root's reach over the
+cluster. So the file is refused, as one InventoryError naming the key and its line, when it is:
+not a regular file (`/dev/zero` never ends, a FIFO blocks), over MAX_BYTES, not UTF-8 or led
+by a byte-order mark, nested past MAX_DEPTH (an alias inside itself is infinitely deep),
+expanded by aliases past MAX_VALUES (a 1.9 KB "billion laughs" file held 1.6 GB), or when a
+mapping repeats a key (the last one used to win silently) or holds a merge key (`<<`, whose
+keys a later one may replace just as silently).
+
+The C loader (libyaml) composes the node graph, which is then checked here in Python before
+any value is constructed: the checks work on nodes, so they hold with either loader, and
+libyaml composes about 10x faster and stops nesting at 1000 levels itself where the pure
+Python composer meets RecursionError first (both handled).
+"""
+
+from __future__ import annotations
+
+import codecs
+import stat
+from pathlib import Path
+
+import yaml
+
+from infergate._validate import ROOT, InventoryError, join
+from infergate.inventory import Inventory, parse_inventory
+
+MAX_BYTES = 256 * 1024  # the shipped plans, comments and all, are under 8 KiB
+MAX_DEPTH = 16  # the deepest key of a plan, nodes[0].fabric.hcas[0], is 4 levels down
+MAX_VALUES = 10_000  # counted with every alias expanded; a two-node plan has ~150
+MAX_INT_DIGITS = 30  # past Python's own limit (4300) int() fails with a hint for programmers
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_INT_TAG = "tag:yaml.org,2002:int"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+Lines = dict[str, int]  # key path -> its line in the file, 1-based
+
+
+def load_plan(path: Path) -> Inventory:
+    """Read and parse the plan file at PATH; raise InventoryError with the line of the key."""
+    return parse_plan(_read(path))
+
+
+def parse_plan(raw: bytes) -> Inventory:
+    """Parse a plan file's bytes; raise InventoryError with the line of the key."""
+    data, lines = load_yaml(_decode(raw))
+    try:
+        return parse_inventory(data)
+    except InventoryError as e:
+        raise InventoryError(e.path, e.message, _line_of(e.path, lines)) from None
+
+
+def _read(path: Path) -> bytes:
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise InventoryError("", "not a regular file; give the path of a plan's YAML file")
+        with path.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise InventoryError("", f"cannot read: {e.strerror}") from None
+    if len(raw) > MAX_BYTES:
+        raise InventoryError("", f"larger than {MAX_BYTES // 1024} KiB: not a plan")
+    return raw
+
+
+def _decode(raw: bytes) -> str:
+    if raw.startswith(codecs.BOM_UTF8):
+        raise InventoryError("", "starts with a byte-order mark; save it as UTF-8 without one", 1)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InventoryError(
+            "", f"byte 0x{raw[e.start]:02x} is not UTF-8; save the file as UTF-8", line
+        ) from None
+
+
+def load_yaml(text: str) -> tuple[object, Lines]:
+    """The YAML document in TEXT, and the line of each key path, once the node graph passed
+    every check; raise InventoryError naming the key and its line."""
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None, {}
+        walk = _Walk(loader)
+        walk.lines[ROOT] = root.start_mark.line + 1
+        walk.value(root, ROOT, 0)
+        return loader.construct_document(root), walk.lines
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else None
+        raise InventoryError("", f"not valid YAML: {e.problem or e.context}", line) from None
+    except yaml.YAMLError as e:
+        raise InventoryError("", f"not valid YAML: {e}") from None
+    except RecursionError:  # the pure Python composer, before any check could count levels
+        raise InventoryError("", f"nested deeper than {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+class _Walk:
+    """One pass over the composed nodes: limits, duplicate keys, each key's line. An alias is
+    the same node object again, so its size is counted once and multiplied, never walked."""
+
+    def __init__(self, loader: yaml.SafeLoader) -> None:
+        self.loader = loader
+        self.lines: Lines = {}
+        self.sizes: dict[int, int] = {}
+
+    def value(self, node: yaml.Node, path: str, depth: int) -> int:
+        """The number of values under NODE with every alias expanded, itself included."""
+        if id(node) in self.sizes:
+            return self.sizes[id(node)]
+        if depth > MAX_DEPTH:
+            raise _refused(path, node, f"nested deeper than {MAX_DEPTH} levels (or an alias "
+                           "inside itself)")  # fmt: skip
+        if isinstance(node, yaml.MappingNode):
+            size = 1 + sum(self._pair(k, v, path, depth) for k, v in self._pairs(node, path))
+        elif isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(self._item(item, path, i, depth) for i, item in enumerate(node.value))
+        else:
+            self._scalar(node, path)
+            size = 1
+        if size > MAX_VALUES:
+            raise _refused(path, node, f"aliases expand this to over {MAX_VALUES} values")
+        self.sizes[id(node)] = size
+        return size
+
+    def _pairs(self, node: yaml.MappingNode, path: str) -> list[tuple[yaml.Node, yaml.Node]]:
+        first: dict[tuple[str, str], int] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == _MERGE_TAG:
+                what = "a merge key (<<)" if key.tag == _MERGE_TAG else "a key that is not text"
+                raise _refused(path, key, f"{what}: write each key out, once")
+            line = key.start_mark.line + 1
+            if (key.tag, key.value) in first:
+                raise InventoryError(
+                    join(path, key.value),
+                    f"duplicate key (first at line {first[key.tag, key.value]}); "
+                    "YAML would keep only the last",
+                    line,
+                )
+            first[key.tag, key.value] = line
+            self.lines[join(path, key.value)] = line
+        pairs: list[tuple[yaml.Node, yaml.Node]] = node.value
+        return pairs
+
+    def _pair(self, key: yaml.Node, value: yaml.Node, path: str, depth: int) -> int:
+        return self.value(value, join(path, key.value), depth + 1)
+
+    def _item(self, item: yaml.Node, path: str, index: int, depth: int) -> int:
+        here = f"{path}[{index}]"
+        self.lines[here] = item.start_mark.line + 1
+        return self.value(item, here, depth + 1)
+
+    def _scalar(self, node: yaml.Node, path: str) -> None:
+        """Construct it now, where its path and line are known (the document reuses it)."""
+        if node.tag == _INT_TAG and len(node.value) > MAX_INT_DIGITS:
+            raise _refused(path, node, f"an integer of {len(node.value)} digits; no plan "
+                           f"value needs over {MAX_INT_DIGITS}")  # fmt: skip
+        try:
+            self.loader.construct_object(node)
+        except (ValueError, OverflowError) as e:  # a date like 2026-02-30
+            raise _refused(path, node, f"{node.value[:40]!r} cannot be read: {e}") from None
+
+
+def _refused(path: str, node: yaml.Node, message: str) -> InventoryError:
+    return InventoryError(path, message, node.start_mark.line + 1)
+
+
+def _line_of(path: str, lines: Lines) -> int | None:
+    """The line of PATH, or of the nearest key above it that the file has (a missing key's
+    mapping, a defaulted key's section)."""
+    while path and path not in lines:
+        path = path[: max(path.rfind("."), path.rfind("["), 0)]
+    return lines.get(path or ROOT)
