@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fixtures.hosts import NodeUnreachable, Remote, _host, ssh_config
+from fixtures.hosts import NodeUnreachable, Remote, ssh_config
 from infergate.checks.ssh import check_ssh_failure
 from infergate.inventory import Node, Ssh, parse_inventory
 
@@ -170,7 +170,7 @@ def _unreachable_message(tmp_path: Path, port: int) -> str:
     target = dataclasses.replace(LAB.nodes[0], address="127.0.0.1", ssh=ssh)
     plan = dataclasses.replace(LAB, nodes=(target,))
     (tmp_path / "ssh_config").write_text(ssh_config(plan, tmp_path, persist_s=1))
-    remote = Remote(target, _host(target, tmp_path / "ssh_config", 5), 10)
+    remote = Remote(target, tmp_path / "ssh_config", 10, connect_timeout_s=5)
     with pytest.raises(NodeUnreachable) as failed:
         remote.run("true")
     return str(failed.value)
