@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass
 
 from infergate.checks.gpu import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
+from infergate.problems import Problem
 
 SECTION_TIMEOUT_S = 8
 
@@ -132,11 +133,31 @@ _HEADER = re.compile(r"^@@@ (\S+) (\d+)$", re.MULTILINE)
 
 
 def parse_sections(output: str) -> dict[str, Section]:
-    """Split probe output into its sections by their `@@@ name rc` headers."""
+    """Split probe output into its sections by their `@@@ name rc` headers; text before the
+    first header (a login banner) is no section, and no header at all is no sections."""
     heads = list(_HEADER.finditer(output))
     sections = {}
-    for head, after in zip(heads, [*heads[1:], None], strict=True):
+    for head, after in zip(heads, [*heads[1:], None][: len(heads)], strict=True):
         end = after.start() if after else len(output)
         body = output[head.end() + 1 : end].rstrip("\n")
         sections[head.group(1)] = Section(rc=int(head.group(2)), text=body)
     return sections
+
+
+def check_probe_printed(sections: dict[str, Section], rc: int, stderr: str) -> Problem | None:
+    """A probe that printed no section at all: the script never ran its first command (no GNU
+    `timeout` on the node, a shell start-up file that exits). Quotes its exit code and stderr;
+    None when it printed sections, whatever they hold (each check judges its own)."""
+    if sections:
+        return None
+    said = " ".join(stderr.split())[:300] or "nothing on stderr"
+    found = f"the host probe printed no sections (exit {rc}): {said}"
+    if rc == 127 and "timeout" in stderr:
+        remedy = "install GNU coreutils on the node: every probe command runs under `timeout`"
+    else:
+        remedy = (
+            "run `sh -c 'echo probe'` over ssh to the node: it must print exactly `probe`; "
+            "a login banner or a shell start-up file (~/.bashrc, /etc/profile.d) that prints or "
+            "exits breaks every remote command"
+        )
+    return Problem(found=found, planned="the probe's sections on stdout", remedy=remedy)
