@@ -21,7 +21,7 @@ OPTION = "--api-key"
 ENV_VARS = ("INFERGATE_API_KEY", "OPENAI_API_KEY")
 ENGINE_FLAGS = ("--api-key", "--api_key")  # vLLM reads either spelling; SGLang the first
 ENGINE_ENV = "VLLM_API_KEY"
-HIDDEN = "<api key hidden>"
+HIDDEN = "[secret hidden]"  # no XML or HTML special characters: JUnit and report.html keep it
 WHERE = (
     f"`{OPTION} KEY`, or {ENV_VARS[0]} (or {ENV_VARS[1]}) in the environment, or in the plan "
     f"as `--api-key KEY` in engine.flags or {ENGINE_ENV} in engine.env"

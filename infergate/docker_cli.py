@@ -4,13 +4,18 @@ Both run the engine's container from one `ContainerSpec`, built from the plan an
 the probe proves what the launch will run, so it may differ only in its command and its own
 options (name, labels, `-d` or `--rm`). A probe without the launch's RDMA devices would
 see NCCL fall back to sockets and fail a correct plan's NET/IB check.
+
+The plan's env may hold secrets (HF_TOKEN, VLLM_API_KEY): it never goes on a command line,
+where `ps` on the node, and the ssh argv on the controller, would show it. `docker run`
+reads it with `--env-file /dev/stdin` from the command's standard input, which the caller
+sends over SSH (`ContainerSpec.env_file`): no file on the node, no value in any argv.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infergate.inventory import Inventory, Node
 
@@ -19,6 +24,7 @@ from infergate.inventory import Inventory, Node
 # sets it on both nodes (NVIDIA/dgx-spark-playbooks nvidia/vllm/README.md). Under the plan's
 # engine.env, so a plan can still set it.
 ENGINE_ENV: dict[str, dict[str, str]] = {"vllm-ray": {"RAY_memory_monitor_refresh_ms": "0"}}
+ENV_FROM_STDIN = ("--env-file", "/dev/stdin")
 
 
 @dataclass(frozen=True)
@@ -29,7 +35,7 @@ class ContainerSpec:
     gpus: bool
     rdma: bool  # the plan names HCAs on this node
     mounts: tuple[str, ...]  # read-only, each at its own path
-    env: tuple[tuple[str, str], ...]
+    env: tuple[tuple[str, str], ...] = field(repr=False)  # may hold secrets
     docker_args: tuple[str, ...]  # engine.docker_args, last: the plan has the final word
 
     def options(self) -> list[str]:
@@ -42,9 +48,16 @@ class ContainerSpec:
             options += ["--device", "/dev/infiniband", "--ulimit", "memlock=-1"]
         for mount in self.mounts:
             options += ["-v", f"{mount}:{mount}:ro"]
-        for key, value in self.env:
-            options += ["-e", f"{key}={value}"]
+        options += ENV_FROM_STDIN if self.env else []
         return [*options, *self.docker_args]
+
+    def env_file(self) -> str:
+        """The env as `docker run --env-file` reads it, one `KEY=VALUE` a line: the standard
+        input of the command that runs this container."""
+        for key, value in self.env:
+            if "\n" in value or "\r" in value:  # the file has one variable a line
+                raise ValueError(f"the value of {key} in the plan's env has a line break")
+        return "".join(f"{key}={value}\n" for key, value in self.env)
 
 
 def engine_container(inventory: Inventory, node: Node) -> ContainerSpec:

@@ -142,8 +142,8 @@ def test_probe_command_keeps_an_ngc_entrypoint_and_labels_the_container():
     assert "*nvidia_entrypoint*|null|" in command
     assert (
         "docker run --rm --label infergate.preflight=run42 --pull=never --network host "
-        "--ipc host --gpus all -v /m:/m:ro -e 'A=b c' $ep img:1 env MASTER_ADDR=10.0.0.1 "
-        "MASTER_PORT=29500 python3 -c" in command
+        "--ipc host --gpus all -v /m:/m:ro --env-file /dev/stdin $ep img:1 "
+        "env MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 python3 -c" in command
     )
     # a cache hit runs the probe without the engine's facts; a miss runs it whole
     assert 'if [ -s "$cache" ]; then hit=true facts=cached; else hit=false facts=fresh' in command

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fixtures.inimage import _command as probe_command
+from fixtures.inimage import _command
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.launch import Start
-from infergate.inventory import Inventory, parse_inventory
+from infergate.inventory import Inventory, Node, parse_inventory
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 PLANS = {"vllm": "two-sparks-vllm.yaml", "sglang": "two-sparks-sglang.yaml",
@@ -56,6 +56,10 @@ def shared(words: list[str], own_flags: set[str], own_pairs: set[str]) -> list[s
     return [*kept, *words[at : at + 2]]  # $ep and the image
 
 
+def probe_command(inventory: Inventory, node: Node, rank: int, label: str, reuse: bool) -> str:
+    return _command(inventory, node, rank, label, reuse)[0]
+
+
 def launch_starts(inventory: Inventory) -> list[Start]:
     return [s for s in plan_launch(inventory, "run1").steps if isinstance(s, Start)]
 
@@ -71,6 +75,8 @@ def test_probe_container_is_the_launch_container(kind: str, hcas: bool) -> None:
         assert shared(probe, {"--rm"}, {"--label"}) == shared(
             launch, {"-d"}, {"--name", "--label"}
         ), node.name
+        # the same env, sent as the command's standard input (docker run --env-file)
+        assert _command(inventory, node, rank, "label1", True)[1] == start.input, node.name
         assert ("--device" in launch) == hcas
         assert ("memlock=-1" in launch) == hcas
         assert " ".join(EXTRA) in " ".join(launch)

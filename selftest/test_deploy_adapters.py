@@ -68,7 +68,11 @@ def options(start: Start, flag: str) -> list[str]:
 
 
 def env(start: Start) -> dict[str, str]:
-    return dict(pair.split("=", 1) for pair in options(start, "-e"))
+    """The container's env: its env file, the command's standard input (`--env-file
+    /dev/stdin`), never `-e` on the command line."""
+    assert options(start, "-e") == []
+    assert options(start, "--env-file") == ["/dev/stdin"]
+    return dict(line.split("=", 1) for line in start.input.splitlines())
 
 
 def outline(steps: tuple[Step, ...]) -> list[tuple[str, str, tuple[str, ...]]]:

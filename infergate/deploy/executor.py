@@ -48,6 +48,7 @@ from infergate.deploy.watch import (
 from infergate.docker_cli import remove_labelled
 from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
+from infergate.secrets import private_dir, write_private
 
 POLL_S = 1.0
 SETTLE_S = 3.0  # after a Traceback line, how long its cause may take to follow
@@ -61,7 +62,12 @@ class Ran(Protocol):
 
 
 class NodeIo(Protocol):
-    def __call__(self, node: str, command: str, timeout_s: float) -> Ran: ...
+    """Run COMMAND on NODE within TIMEOUT_S; INPUT is its standard input (the env file of a
+    container: secrets travel there, never on a command line)."""
+
+    def __call__(
+        self, node: str, command: str, timeout_s: float, input: str | None = None
+    ) -> Ran: ...
 
 
 Say = Callable[[str], None]
@@ -111,8 +117,10 @@ class Deployment:
         evidence: Path | None = None,
         keep: bool = False,
         api_key: ApiKey | None = None,
+        secrets: tuple[str, ...] = (),  # the plan's (infergate.secrets.plan_secrets)
     ) -> None:
         self.launch, self.nodes, self.api_key = launch, nodes, api_key
+        self.secrets = (*secrets, *(api_key.secrets() if api_key else ()))
         self.io, self._say = hiding(io, self.hide), say
         self.evidence, self.keep = evidence, keep
         self.watches = {n: NodeWatch(c) for n, c in launch.containers.items()}
@@ -160,15 +168,16 @@ class Deployment:
         self._say(self.hide(line))
 
     def hide(self, text: str) -> str:
-        """TEXT without the API key (and the keys it overrides)."""
-        return redact(text, self.api_key.secrets()) if self.api_key else text
+        """TEXT without the plan's secrets, the API key (and the keys it overrides)."""
+        return redact(text, self.secrets)
 
     def get(self, path: str, timeout_s: float) -> HttpAnswer:
         """GET a path of the head's API, with the key."""
         return http_get(self.launch.endpoint + path, timeout_s, self.api_key)
 
     def _start(self, step: Start | Exec) -> None:
-        done = self.io(step.node, step.command, 120)
+        env = step.input if isinstance(step, Start) else None  # the env file: secrets
+        done = self.io(step.node, step.command, 120, env)
         if done.exit_status != 0:
             said = docker_said(done.stderr or done.stdout)
             verb = "docker run" if isinstance(step, Start) else "docker exec"
@@ -339,14 +348,13 @@ class Deployment:
             "kernel-oom.txt": "dmesg 2>&1 | grep -iE 'out of memory|oom|killed process' | tail -50",
         }
         for node, watch in self.watches.items():
-            folder = self.evidence / node
-            folder.mkdir(parents=True, exist_ok=True)
+            folder = private_dir(self.evidence / node)
             for name, command in commands.items():
                 try:
                     out = self.io(node, command.format(c=watch.container), 60)
-                    (folder / name).write_text(out.stdout + out.stderr)
+                    write_private(folder / name, out.stdout + out.stderr)
                 except Exception as e:  # an unreachable node must not hide the others' evidence
-                    (folder / name).write_text(self.hide(f"could not read: {e}\n"))
+                    write_private(folder / name, self.hide(f"could not read: {e}\n"))
 
     # -- teardown
 
@@ -377,8 +385,10 @@ class Deployment:
 def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:
     """The node I/O whose answers come back through HIDE."""
 
-    def run(node: str, command: str, timeout_s: float) -> Ran:
-        done = io(node, command, timeout_s)
+    def run(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
+        done = (
+            io(node, command, timeout_s) if input is None else io(node, command, timeout_s, input)
+        )
         return Heard(done.exit_status, hide(done.stdout), hide(done.stderr))
 
     return run

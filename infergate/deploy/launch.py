@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from infergate.apikey import ENGINE_ENV, engine_keys, flags_without_key
 from infergate.checks.containers import RUN_LABEL
 from infergate.docker_cli import engine_container, run_keeping_ngc_entrypoint
 from infergate.inventory import Inventory, Node
@@ -35,6 +36,8 @@ class Start:
     node: str
     container: str
     command: str  # the shell command run on the node
+    # its standard input: the container's env file, secrets and all, never on a command line
+    input: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,19 @@ def docker_run(inventory: Inventory, node: Node, run_id: str, command: list[str]
     own = ["-d", "--name", name, "--label", f"{RUN_LABEL}={run_id}",
            "--label", f"{PLAN_LABEL}={inventory.name}"]  # fmt: skip
     spec = engine_container(inventory, node)
-    return Start(node.name, name, run_keeping_ngc_entrypoint(spec, own, command))
+    return Start(node.name, name, run_keeping_ngc_entrypoint(spec, own, command), spec.env_file())
+
+
+def key_in_env(inventory: Inventory, variable: str = ENGINE_ENV) -> Inventory:
+    """The plan with the engine's one `--api-key` moved from its flags into VARIABLE of its
+    env, where `ps` and `docker inspect`'s Args cannot show it (vLLM reads VLLM_API_KEY).
+    Several keys stay flags: one variable holds one key."""
+    keys = [k.value for k in engine_keys(inventory.engine.flags, {})]
+    if len(keys) != 1:
+        return inventory
+    env = {**inventory.engine.env, variable: keys[0]}
+    engine = replace(inventory.engine, flags=flags_without_key(inventory.engine.flags), env=env)
+    return replace(inventory, engine=engine)
 
 
 def endpoint(inventory: Inventory) -> str:

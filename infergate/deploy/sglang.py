@@ -14,6 +14,7 @@ from infergate.deploy.launch import (
     deadlines,
     docker_run,
     endpoint,
+    key_in_env,
     names,
     ordered,
 )  # fmt: skip
@@ -36,10 +37,20 @@ SGLANG_FATAL = (
 )  # fmt: skip
 
 
+# SGLang reads its key from `--api-key` only: the launcher appends it from this variable to
+# its own sys.argv, which the process's argv (`ps`, /proc/PID/cmdline) never shows
+KEY_ENV = "SGLANG_API_KEY"
+_KEYED = (
+    "import os, runpy, sys; sys.argv += ['--api-key', os.environ.pop('SGLANG_API_KEY')]; "
+    "runpy.run_module('sglang.launch_server', run_name='__main__', alter_sys=True)"
+)
+
+
 def server_command(inventory: Inventory, rank: int) -> list[str]:
     """`sglang.launch_server` for one rank: identical on every node but `--node-rank`."""
     e = inventory.engine
-    command = ["python3", "-m", "sglang.launch_server", "--model-path", inventory.model.path,
+    launcher = ["-c", _KEYED] if KEY_ENV in e.env else ["-m", "sglang.launch_server"]
+    command = ["python3", *launcher, "--model-path", inventory.model.path,
                "--served-model-name", inventory.model.served_name,
                "--tp", str(e.tensor_parallel)]  # fmt: skip
     if e.pipeline_parallel > 1:
@@ -51,6 +62,7 @@ def server_command(inventory: Inventory, rank: int) -> list[str]:
 
 
 def plan_launch(inventory: Inventory, run_id: str) -> Launch:
+    inventory = key_in_env(inventory, KEY_ENV)  # not `--api-key` in every `ps`
     nodes = ordered(inventory)
     starts = [docker_run(inventory, n, run_id, server_command(inventory, rank))
               for rank, n in enumerate(nodes)]  # fmt: skip

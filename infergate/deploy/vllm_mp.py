@@ -14,6 +14,7 @@ from infergate.deploy.launch import (
     deadlines,
     docker_run,
     endpoint,
+    key_in_env,
     names,
     ordered,
 )  # fmt: skip
@@ -48,6 +49,7 @@ def serve_command(inventory: Inventory, node: Node, rank: int) -> list[str]:
 
 
 def plan_launch(inventory: Inventory, run_id: str) -> Launch:
+    inventory = key_in_env(inventory)  # VLLM_API_KEY, not `--api-key` in every `ps`
     nodes = ordered(inventory)
     starts = [docker_run(inventory, n, run_id, serve_command(inventory, n, rank))
               for rank, n in enumerate(nodes)]  # fmt: skip

@@ -18,6 +18,7 @@ from infergate.deploy.launch import (
     deadlines,
     docker_run,
     endpoint,
+    key_in_env,
     workers,
 )  # fmt: skip
 from infergate.deploy.vllm_mp import VLLM_FATAL
@@ -70,6 +71,7 @@ def serve_command(inventory: Inventory) -> list[str]:
 
 
 def plan_launch(inventory: Inventory, run_id: str) -> Launch:
+    inventory = key_in_env(inventory)  # VLLM_API_KEY, not `--api-key` in every `ps`
     # the containers get Ray's env (docker_cli.ENGINE_ENV) from the one engine container spec
     head = docker_run(inventory, inventory.head, run_id, ray_start(inventory, inventory.head))
     joins = [docker_run(inventory, n, run_id, ray_start(inventory, n)) for n in workers(inventory)]

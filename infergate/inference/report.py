@@ -28,6 +28,7 @@ from infergate.inference.metrics import (
     summary_from_dict,
     summary_to_dict,
 )
+from infergate.secrets import private_dir, write_private
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,12 @@ class Results:
 
 
 def write_report(out_dir: Path, results: Results) -> tuple[Path, Path]:
-    """Write results.json and report.html into out_dir; return their paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write results.json and report.html into out_dir, for this user alone (0700, 0600);
+    return their paths."""
+    private_dir(out_dir)
     json_path, html_path = out_dir / "results.json", out_dir / "report.html"
-    json_path.write_text(json.dumps(_to_json(results), indent=2) + "\n")
-    html_path.write_text(render_html(results))
+    write_private(json_path, json.dumps(_to_json(results), indent=2) + "\n")
+    write_private(html_path, render_html(results))
     return json_path, html_path
 
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from infergate.lab import layout as L
-from infergate.lab import model, transfer
+from infergate.lab import model, shell, sshd, transfer
 from infergate.lab.clock import Clock
 from infergate.lab.engine_image import IMAGE, ensure_image
 from infergate.lab.engine_isa import Measured, engine_isa, measured_line, save_measured
@@ -212,11 +212,12 @@ class Ran:
     stderr: str
 
 
-def node_io(lab: Lab) -> Callable[[str, str, float], Ran]:
+def node_io(lab: Lab) -> Callable[..., Ran]:
     """The deploy executor's node I/O over the lab's SSH, as the suite's fixtures do it."""
 
-    def run(node: str, command: str, timeout_s: float) -> Ran:
-        done = lab.ssh(node, [shlex.join(["sh", "-c", command])], timeout=timeout_s + 5)
+    def run(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
+        argv = sshd.ssh_argv(lab.spec(node), [shlex.join(["sh", "-c", command])])
+        done = shell.run(argv, timeout=timeout_s + 5, check=False, stdin=(input or "").encode())
         return Ran(done.returncode, done.stdout, done.stderr)
 
     return run
