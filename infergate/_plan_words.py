@@ -63,13 +63,22 @@ def jump(value: object, path: str) -> str:
     found = text(value, path)
     if _NODE_NAME_RE.fullmatch(found):
         return found
+    try:
+        _host_port(found, path)
+    except InventoryError as e:
+        raise InventoryError(
+            path, f"{found!r} is neither a node name nor [user@]host[:port] ({e.message})"
+        ) from None
+    return found
+
+
+def _host_port(found: str, path: str) -> None:
     match = _JUMP_RE.fullmatch(found)
     if not match:
-        raise InventoryError(path, f"{found!r} is neither a node name nor [user@]host[:port]")
+        raise InventoryError(path, "more than one '@' or ':'")
     if match["user"] is not None:
         user_name(match["user"], path)
     host(match["host"].removeprefix("[").removesuffix("]"), path)
     port = match["port"]
     if port is not None and not (_PORT_RE.fullmatch(port) and 1 <= int(port) <= 65535):
-        raise InventoryError(path, f"{found!r}: the port {port!r} is not one of 1-65535")
-    return found
+        raise InventoryError(path, f"the port {port!r} is not one of 1-65535")

@@ -9,9 +9,9 @@ mapping repeats a key (the last one used to win silently) or holds a merge key (
 keys a later one may replace just as silently).
 
 The C loader (libyaml) composes the node graph, which is then checked here in Python before
-any value is constructed: the checks work on nodes, so they hold with either loader, and
-libyaml composes about 10x faster and stops nesting at 1000 levels itself where the pure
-Python composer meets RecursionError first (both handled).
+any value is constructed: the checks work on nodes, so they hold with either loader. libyaml
+composes about 6x faster (0.6 ms against 3.9 ms for lab.yaml) and stops nesting at 1000 levels
+itself, where the pure Python composer meets RecursionError first (both handled).
 """
 
 from __future__ import annotations
@@ -79,6 +79,24 @@ def _decode(raw: bytes) -> str:
 def load_yaml(text: str) -> tuple[object, Lines]:
     """The YAML document in TEXT, and the line of each key path, once the node graph passed
     every check; raise InventoryError naming the key and its line."""
+    try:
+        return _load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else None
+        said = ", ".join(part for part in (e.context, e.problem) if part)
+        raise InventoryError("", f"not valid YAML: {said}", line) from None
+    except yaml.reader.ReaderError as e:
+        line = text[: e.position].count("\n") + 1
+        code = e.character if isinstance(e.character, int) else ord(e.character)
+        raise InventoryError("", f"the character U+{code:04X} cannot be in YAML", line) from None
+    except yaml.YAMLError as e:
+        raise InventoryError("", f"not valid YAML: {e}") from None
+    except RecursionError:  # the pure Python composer, before any check could count levels
+        raise InventoryError("", f"nested deeper than {MAX_DEPTH} levels") from None
+
+
+def _load(text: str) -> tuple[object, Lines]:
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
@@ -88,14 +106,6 @@ def load_yaml(text: str) -> tuple[object, Lines]:
         walk.lines[ROOT] = root.start_mark.line + 1
         walk.value(root, ROOT, 0)
         return loader.construct_document(root), walk.lines
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark else None
-        raise InventoryError("", f"not valid YAML: {e.problem or e.context}", line) from None
-    except yaml.YAMLError as e:
-        raise InventoryError("", f"not valid YAML: {e}") from None
-    except RecursionError:  # the pure Python composer, before any check could count levels
-        raise InventoryError("", f"nested deeper than {MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
 
