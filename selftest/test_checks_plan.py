@@ -1,7 +1,9 @@
 """Judges of what the plan names (containers, image, ports, pinning, memory balance) on
 outputs recorded from the lab (selftest/data/README.md) and on the shipped inventories."""
 
+import dataclasses
 import re
+import shlex
 from ipaddress import IPv4Network
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from infergate.checks.memory import GIB, check_tp_balance
 from infergate.checks.pinning import check_pinning, check_pinning_planned, required_pinning
 from infergate.checks.ports import check_ports_free, parse_ss_listening
 from infergate.checks.probe import parse_sections
+from infergate.deploy.executor import _start_remedy
 from infergate.inventory import parse_inventory
 
 DATA = Path(__file__).parent / "data"
@@ -66,9 +69,42 @@ def test_image_missing_on_one_node_gives_the_copy_command():
     problems = check_image_parity("img:1", ids, LAB.nodes, planned=None)
     (problem,) = problems["node2"]
     assert problem.found == "image img:1 missing"
+    keys = "/var/lib/infergate-lab/ssh"
+    lab = f"-i {keys}/id_ed25519 -o UserKnownHostsFile={keys}/known_hosts"
     assert problem.remedy == (
-        "ssh -p 22 root@10.251.0.11 docker save img:1 | ssh -p 22 root@10.251.0.12 docker load"
+        f"ssh -p 22 {lab} root@10.251.0.11 'docker save img:1' | "
+        f"ssh -p 22 {lab} root@10.251.0.12 'docker load'"
     )
+
+
+def test_image_copy_reaches_spark2_through_spark1_as_the_plan_does():
+    """The remedy's ssh goes where the suite's does: the jump host, the user, the port, the key."""
+    ids = {"spark1": "sha256:" + "a" * 64, "spark2": None}
+    (problem,) = check_image_parity("lmsysorg/sglang:spark", ids, SPARKS.nodes, None)["spark2"]
+    assert problem.remedy == (
+        "ssh -p 22 aurora@10.1.230.180 'docker save lmsysorg/sglang:spark' | "
+        "ssh -p 22 -J aurora@10.1.230.180:22 aurora@192.168.200.13 'docker load'"
+    )
+
+
+def test_image_copy_quotes_every_plan_value():
+    """A key path with a space stays one word; the command is pasteable as it is."""
+    spark2 = SPARKS.nodes[1]
+    odd = dataclasses.replace(spark2, ssh=dataclasses.replace(spark2.ssh, key="/keys/my key"))
+    ids = {"spark1": "sha256:" + "a" * 64, "spark2": None}
+    (problem,) = check_image_parity("img:1", ids, (SPARKS.nodes[0], odd), None)["spark2"]
+    _, load = problem.remedy.split(" | ")
+    assert shlex.split(load) == [
+        "ssh", "-p", "22", "-i", "/keys/my key", "-J", "aurora@10.1.230.180:22",
+        "aurora@192.168.200.13", "docker load",
+    ]  # fmt: skip
+
+
+def test_a_launch_without_the_image_says_how_to_load_it_through_the_jump_host():
+    said = "Unable to find image 'x:1' locally"
+    remedy = _start_remedy(said, SPARKS.nodes[1], None)  # type: ignore[arg-type]
+    load = "ssh -p 22 -J aurora@10.1.230.180:22 aurora@192.168.200.13 'docker load'"
+    assert f"`docker save IMAGE | {load}`" in remedy
 
 
 def test_image_with_another_id_than_planned_is_named():

@@ -124,7 +124,9 @@ def test_timeout_and_no_route_name_the_host_being_down():
 def test_unknown_text_quotes_ssh_and_asks_for_verbose():
     problem = check_ssh_failure("mux_client_request_session: read from master failed\r\n", node())
     assert problem.found == "ssh failed: mux_client_request_session: read from master failed"
-    assert problem.remedy.startswith("run `ssh -v -p 22 root@127.0.0.1 true`")
+    assert problem.remedy.startswith(
+        "run `ssh -v -p 22 -i /k/id -o UserKnownHostsFile=/k/known_hosts root@127.0.0.1 true`"
+    )
 
 
 @pytest.mark.skipif(shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists(),

@@ -141,6 +141,43 @@ def test_two_sparks_reach_spark2_through_spark1_as_the_seeds_did() -> None:
     inv = parse_inventory(yaml.safe_load((INVENTORIES / "two-sparks-sglang.yaml").read_text()))
     assert inv.nodes[1].ssh.jump == "spark1"
     assert inv.nodes[0].ssh.jump is None
+    assert inv.nodes[1].ssh.hops == ("aurora@10.1.230.180:22",)
+    assert inv.nodes[1].ssh_argv("docker", "load") == [
+        "ssh", "-p", "22", "-J", "aurora@10.1.230.180:22", "aurora@192.168.200.13", "docker load",
+    ]  # fmt: skip
+
+
+def test_ssh_argv_follows_every_hop_and_names_the_plans_key_and_known_hosts() -> None:
+    """node2 through node1 through a bastion: -J lists the hops from this controller on; the
+    remote command is quoted once more for the node's shell."""
+    inv = parse_inventory(
+        lab_with(
+            ("nodes[0].ssh.jump", "ops@bastion.example:2222"),
+            ("nodes[0].ssh.port", 2201),
+            ("nodes[0].ssh.user", "aurora"),
+            ("nodes[1].ssh.jump", "node1"),
+            ("nodes[1].ssh.key", "/keys/my key"),
+        )
+    )
+    assert inv.nodes[1].ssh_argv("docker", "save", "img:1") == [
+        "ssh", "-p", "22", "-i", "/keys/my key",
+        "-o", "UserKnownHostsFile=/var/lib/infergate-lab/ssh/known_hosts",
+        "-J", "ops@bastion.example:2222,aurora@10.251.0.11:2201",
+        "root@10.251.0.12", "docker save img:1",
+    ]  # fmt: skip
+    assert inv.nodes[0].ssh.hops == ("ops@bastion.example:2222",)
+
+
+def test_ssh_argv_of_the_controller_itself_is_the_command_alone() -> None:
+    inv = parse_inventory(lab_with(("nodes[0].ssh", {"connection": "local"})))
+    assert inv.nodes[0].ssh_argv("docker", "load") == ["docker", "load"]
+
+
+def test_an_ipv6_jump_node_is_bracketed_for_ssh_j() -> None:
+    inv = parse_inventory(
+        lab_with(("nodes[0].address", "fd00::11"), ("nodes[1].ssh.jump", "node1"))
+    )
+    assert inv.nodes[1].ssh.hops == ("root@[fd00::11]:22",)
 
 
 def test_gpu_nodes_provide_one_rank_per_gpu() -> None:

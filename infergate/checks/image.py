@@ -6,6 +6,7 @@ RepoDigests exist only for images pulled from a registry (field notes check 6).
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 
 from infergate.inventory import Node
@@ -30,11 +31,10 @@ def expected_image_id(ids: dict[str, str | None], planned: str | None) -> str | 
 
 
 def copy_command(ref: str, source: Node, target: Node) -> str:
-    """The seeds' way, run from the controller: stream the image from a node that has it."""
-    return (
-        f"ssh -p {source.ssh.port} {source.ssh.user}@{source.address} docker save {ref} | "
-        f"ssh -p {target.ssh.port} {target.ssh.user}@{target.address} docker load"
-    )
+    """The seeds' way, run from the controller: stream the image from a node that has it,
+    each end reached as the plan reaches it (user, port, key, known_hosts, jump hosts)."""
+    save = shlex.join(source.ssh_argv("docker", "save", ref))
+    return f"{save} | {shlex.join(target.ssh_argv('docker', 'load'))}"
 
 
 def check_image_parity(

@@ -14,6 +14,7 @@ forms are in selftest/data/controller/ssh-*.txt (scripts/record_ssh_failures.py)
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 
 from infergate.inventory import Node
@@ -35,8 +36,7 @@ def check_ssh_failure(stderr: str, node: Node, key_readable: bool | None = None)
 
 
 def _planned(node: Node) -> str:
-    key = f" with {node.ssh.key}" if node.ssh.key else ""
-    return f"`ssh -p {node.ssh.port} {node.ssh.user}@{node.address}`{key} logs in from here"
+    return f"`{_sh(*node.ssh_argv())}` logs in from here"
 
 
 def _first_cause(text: str, node: Node) -> tuple[str, str]:
@@ -49,11 +49,14 @@ def _first_cause(text: str, node: Node) -> tuple[str, str]:
 
 
 def _generic(node: Node) -> str:
-    ssh = node.ssh
-    via = f" (through the jump host {ssh.jump})" if ssh.jump else ""
-    return (
-        f"run `ssh -v -p {ssh.port} {ssh.user}@{node.address} true`{via} from this controller "
-        "and fix what its last lines say"
+    ssh, *options = node.ssh_argv("true")
+    return f"run `{_sh(ssh, '-v', *options)}` from this controller and fix what its last lines say"
+
+
+def _sh(*words: str) -> str:
+    """shlex.join, but a path's leading `~/` stays for the shell to expand."""
+    return " ".join(
+        f"~/{shlex.quote(w[2:])}" if w.startswith("~/") else shlex.quote(w) for w in words
     )
 
 
@@ -73,13 +76,14 @@ def _key_changed(text: str, node: Node, _m: re.Match[str]) -> tuple[str, str]:
     offending = re.search(r"Offending \S+ key in (\S+):(\d+)", text)
     where = f" ({offending[1]} line {offending[2]})" if offending else ""
     sent = f"; it now sends {fingerprint[1]}" if fingerprint else ""
-    known = offending[1] if offending else _known_hosts(node)
+    known = offending[1] if offending else node.ssh.known_hosts
+    remove = ["ssh-keygen", "-R", _host_pattern(node), *(["-f", known] if known else [])]
     return (
         f"the host key CHANGED since it was recorded{where}{sent}: possibly a reinstalled node, "
         "possibly a man in the middle",
         "verify the new key out of band (on the node's console: `ssh-keygen -lf "
         f"/etc/ssh/ssh_host_ed25519_key.pub`, compare with the fingerprint above), then "
-        f"`ssh-keygen -R '{_host_pattern(node)}' -f {known}` and record the verified key",
+        f"`{_sh(*remove)}` and record the verified key",
     )
 
 
@@ -87,9 +91,9 @@ def _key_unknown(_text: str, node: Node, _m: re.Match[str]) -> tuple[str, str]:
     known = _known_hosts(node)
     return (
         f"no host key for {_host_pattern(node)} in {known} (strict checking is on)",
-        f"`ssh-keyscan -p {node.ssh.port} {node.address}`, compare its fingerprint with the "
-        f"node's own (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on its console), then "
-        f"append the verified line to {known}",
+        f"`{_sh('ssh-keyscan', '-p', str(node.ssh.port), node.address)}`, compare its "
+        "fingerprint with the node's own (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` "
+        f"on its console), then append the verified line to {known}",
     )
 
 
@@ -106,7 +110,8 @@ def _timed_out(_text: str, node: Node, m: re.Match[str]) -> tuple[str, str]:
     return (
         f"no answer from {node.address}:{node.ssh.port} ({m[0]}): the host is down or a "
         "firewall drops the packets",
-        f"check that the node is powered on (`ping -c 3 {node.address}`, its BMC/console), "
+        f"check that the node is powered on (`{_sh('ping', '-c', '3', node.address)}`, its "
+        "BMC/console), "
         f"then that a firewall between here and it lets TCP {node.ssh.port} through",
     )
 
@@ -115,7 +120,8 @@ def _no_route(_text: str, node: Node, m: re.Match[str]) -> tuple[str, str]:
     return (
         f"{m[0]} to {node.address}: the host is down or not on that network",
         f"check the plan's address {node.address} and that the node is up "
-        f"(`ip route get {node.address}`, `ping -c 3 {node.address}`, its BMC/console)",
+        f"(`{_sh('ip', 'route', 'get', node.address)}`, `{_sh('ping', '-c', '3', node.address)}`, "
+        "its BMC/console)",
     )
 
 
@@ -150,12 +156,13 @@ def _denied(_text: str, node: Node, m: re.Match[str]) -> tuple[str, str]:
     if not ssh.key:
         return found, (
             "set the plan's ssh.key to a private key the node authorizes (else ssh offers "
-            f"this user's defaults), or authorize one: `ssh-copy-id -p {ssh.port} "
-            f"{ssh.user}@{node.address}`"
+            f"this user's defaults), or authorize one: "
+            f"`{_sh('ssh-copy-id', '-p', str(ssh.port), f'{ssh.user}@{node.address}')}`"
         )
     return found, (
-        f"authorize {ssh.key}.pub for {ssh.user} on the node: `ssh-copy-id -i {ssh.key} "
-        f"-p {ssh.port} {ssh.user}@{node.address}` (or append it to "
+        f"authorize {ssh.key}.pub for {ssh.user} on the node: "
+        f"`{_sh('ssh-copy-id', '-i', ssh.key, '-p', str(ssh.port), f'{ssh.user}@{node.address}')}` "
+        "(or append it to "
         f"~{ssh.user}/.ssh/authorized_keys there)"
     )
 
@@ -166,7 +173,7 @@ def _unprotected(text: str, node: Node, _m: re.Match[str]) -> tuple[str, str]:
     mode = f" (mode {perms[1]})" if perms else ""
     return (
         f"ssh ignores the private key {key}{mode}: readable by others",
-        f"`chmod 600 {key}`",
+        f"`{_sh('chmod', '600', key)}`",
     )
 
 
@@ -184,11 +191,12 @@ def _too_many(_text: str, node: Node, _m: re.Match[str]) -> tuple[str, str]:
 
 
 def _key_missing(node: Node) -> tuple[str, str]:
+    key, login = node.ssh.key or "", f"{node.ssh.user}@{node.address}"
     return (
-        f"the plan's ssh.key {node.ssh.key} cannot be read on this controller",
-        f"fix the plan's ssh.key path, or create the key (`ssh-keygen -t ed25519 -f "
-        f"{node.ssh.key}`) and authorize it: `ssh-copy-id -i {node.ssh.key} -p "
-        f"{node.ssh.port} {node.ssh.user}@{node.address}`",
+        f"the plan's ssh.key {key} cannot be read on this controller",
+        f"fix the plan's ssh.key path, or create the key "
+        f"(`{_sh('ssh-keygen', '-t', 'ed25519', '-f', key)}`) and authorize it: "
+        f"`{_sh('ssh-copy-id', '-i', key, '-p', str(node.ssh.port), login)}`",
     )
 
 

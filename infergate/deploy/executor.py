@@ -13,6 +13,7 @@ vLLM logs its arguments, the key among them.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import urllib.error
 import urllib.request
@@ -457,9 +458,10 @@ def _deadline_remedy(name: str) -> str:
 
 def _start_remedy(said: str, node: Node, launch: Launch) -> str:
     if "Unable to find image" in said or "No such image" in said or "pull access" in said:
+        load = shlex.join(node.ssh_argv("docker", "load"))
         return (
-            "load the image on the node: `docker save IMAGE | ssh "
-            f"{node.ssh.user}@{node.address} docker load` (`pytest -m preflight -k image`)"
+            f"load the image on the node: `docker save IMAGE | {load}` "
+            "(`pytest -m preflight -k image`)"
         )
     if "Cannot connect to the Docker daemon" in said:
         return f"start Docker on {node.name}: `systemctl start docker`"
