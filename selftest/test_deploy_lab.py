@@ -116,7 +116,8 @@ def test_image_missing_on_the_worker_names_it_with_the_load_command(engine_lab, 
     engine_lab.apply_fault("image-missing", "node2", IMAGE)
     message = launch_failure(deploy(pytester, TP2))
     assert "node2 (10.251.0.12)" in message
-    assert "docker save IMAGE | ssh root@10.251.0.12 docker load" in message
+    assert "docker save IMAGE | ssh -p 22 -i /var/lib/infergate-lab/ssh/id_ed25519 " in message
+    assert "root@10.251.0.12 'docker load'" in message
     assert detected_after(message) < 10
     assert run_containers(engine_lab) == {}
 

@@ -26,6 +26,11 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 
 MODEL_FILE = "SmolLM2-135M-Instruct/model.safetensors"
 IMAGE = "infergate-lab/vllm-cpu:0.32.0"
+# how the plan reaches a lab node, as the remedies spell it (Node.ssh_argv)
+LAB_SSH = (
+    "ssh -p 22 -i /var/lib/infergate-lab/ssh/id_ed25519 "
+    "-o UserKnownHostsFile=/var/lib/infergate-lab/ssh/known_hosts"
+)
 NODES = ("node1", "node2")
 PER_NODE = (
     "test_host.py::test_ssh_reachable_facts_gathered",
@@ -206,10 +211,8 @@ def test_image_missing_on_one_node_gives_the_copy_command(engine_lab, pytester):
     assert run.red() == {IMAGE_ID}, run.output
     text = run.message(IMAGE_ID)
     assert f"found image {IMAGE} missing" in text
-    assert (
-        f"ssh -p 22 root@10.251.0.11 docker save {IMAGE} | ssh -p 22 root@10.251.0.12 docker load"
-        in text
-    )
+    save, load = f"'docker save {IMAGE}'", "'docker load'"
+    assert f"{LAB_SSH} root@10.251.0.11 {save} | {LAB_SSH} root@10.251.0.12 {load}" in text
 
 
 def test_image_different_on_one_node_is_named(engine_lab, pytester):

@@ -8,6 +8,7 @@ printed. A probe container that started and died says its exit code and what it 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from typing import Any
 
@@ -48,15 +49,17 @@ def check_probe_ran(sections: dict[str, Section], rc: int, said: str, image: str
     """The probe printed its sections; otherwise its container's exit code and stderr."""
     if any(name not in NOT_PROBE_OUTPUT for name in sections):
         return []
+    run = shlex.join(
+        ["docker", "run", "--rm", "--pull=never", "--entrypoint=", image, "python3", "-V"]
+    )
     return [
         Problem(
             found=f"the probe container exited {rc} before the probe printed anything: "
             f"{said.strip()[-400:] or '(no output)'}",
             planned="the engine's container (its options as the launch gives them) running "
             "python3 in the planned image",
-            remedy=f"run `docker run --rm --pull=never --entrypoint= {image} python3 -V` on the "
-            "node with engine.docker_args added: the error names the option, runtime or "
-            "program at fault",
+            remedy=f"run `{run}` on the node with engine.docker_args added: the error names "
+            "the option, runtime or program at fault",
         )
     ]
 

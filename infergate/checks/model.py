@@ -4,6 +4,7 @@ that parses, and byte-identical content (the seeds rsynced 127 GB between nodes)
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 
 from infergate.problems import Problem
@@ -98,11 +99,9 @@ def _copy_missing(path: str, missing: list[str]) -> str:
     """One shard: copy that file; several: only what is absent (--ignore-existing leaves the
     shards already here alone: no re-copy of the whole model)."""
     one = len(missing) == 1 and "*" not in missing[0]
-    source = f"NODE:{path}/{missing[0]}" if one else f"--ignore-existing NODE:{path}/"
-    return (
-        "on this node, from a node (NODE) that passes this check: "
-        f"`rsync -a --info=progress2 {source} {path}/`"
-    )
+    source = [f"NODE:{path}/{missing[0]}"] if one else ["--ignore-existing", f"NODE:{path}/"]
+    rsync = shlex.join(["rsync", "-a", "--info=progress2", *source, f"{path}/"])
+    return f"on this node, from a node (NODE) that passes this check: `{rsync}`"
 
 
 def check_model_parity(listings: dict[str, dict[str, FileStat]]) -> dict[str, list[Problem]]:

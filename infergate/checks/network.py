@@ -64,8 +64,8 @@ def check_fabric_interface(
             Problem(
                 found=f"{name} is {iface.operstate} (no carrier or admin down)",
                 planned=f"{name} up",
-                remedy=f"`sudo ip link set {name} up`; if it stays down check the cable "
-                f"and `ethtool {name}`",
+                remedy=f"`{shlex.join(['sudo', 'ip', 'link', 'set', name, 'up'])}`; if it stays "
+                f"down check the cable and `{shlex.join(['ethtool', name])}`",
             )
         )
     if address not in iface.addresses:
@@ -74,7 +74,8 @@ def check_fabric_interface(
             Problem(
                 found=f"{name} has {have}",
                 planned=f"{name} with {address}",
-                remedy=f"`sudo ip addr add {address} dev {name}` now, and make it "
+                remedy=f"`{shlex.join(['sudo', 'ip', 'addr', 'add', str(address), 'dev', name])}` "
+                "now, and make it "
                 "permanent in netplan (/etc/netplan/*.yaml)",
             )
         )
@@ -101,8 +102,7 @@ def check_mtu_parity(
             Problem(
                 found=f"MTU {mtu}",
                 planned=f"MTU {expected} ({basis})",
-                remedy=f"`sudo ip link set {(interfaces or {}).get(node, '<fabric interface>')} "
-                f"mtu {expected}` on {node}, "
+                remedy=f"`{_set_mtu((interfaces or {}).get(node), expected)}` on {node}, "
                 "and set `mtu:` in its netplan entry so it survives a reboot",
             )
         ]
@@ -112,6 +112,12 @@ def check_mtu_parity(
 
 
 _PING_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")
+
+
+def _set_mtu(interface: str | None, mtu: int) -> str:
+    if interface is None:  # not known to the caller: a placeholder the operator fills in
+        return f"sudo ip link set <fabric interface> mtu {mtu}"
+    return shlex.join(["sudo", "ip", "link", "set", interface, "mtu", str(mtu)])
 
 
 def parse_ping(text: str) -> tuple[int, int]:
@@ -139,8 +145,9 @@ def check_peers_reachable(interface: str, results: list[PeerResult]) -> list[Pro
             found=f"{r.peer} ({r.address}) answered {r.received} of {r.sent} pings over "
             f"{interface}" + (f": {_last_line(r.output)}" if r.sent == 0 else ""),
             planned=f"every peer answers over {interface}",
-            remedy=f"check the link on both ends (`ip -br link show {interface}`, cable, switch "
-            f"port), then `ping -I {interface} {r.address}`",
+            remedy="check the link on both ends "
+            f"(`{shlex.join(['ip', '-br', 'link', 'show', interface])}`, cable, switch port), "
+            f"then `{shlex.join(['ping', '-I', interface, str(r.address)])}`",
         )
         for r in results
         if r.sent == 0 or r.received < r.sent

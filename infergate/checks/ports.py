@@ -106,7 +106,7 @@ def check_dial(text: str, address: str, port: int) -> list[Problem]:
             found=f"TCP to {address}:{port} failed: {text.strip() or '(no answer)'}",
             planned=f"TCP {address}:{port} reachable over the fabric",
             remedy=f"check firewalls on both ends (`sudo iptables -S`, `sudo nft list ruleset`, "
-            f"`ufw status`) and the route: `ip route get {address}`",
+            f"`ufw status`) and the route: `{shlex.join(['ip', 'route', 'get', address])}`",
         )
     ]
 
