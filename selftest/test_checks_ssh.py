@@ -7,6 +7,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -171,8 +172,9 @@ def _unreachable_message(tmp_path: Path, port: int) -> str:
               known_hosts=str(tmp_path / "known_hosts"))  # fmt: skip
     target = dataclasses.replace(LAB.nodes[0], address="127.0.0.1", ssh=ssh)
     plan = dataclasses.replace(LAB, nodes=(target,))
-    (tmp_path / "ssh_config").write_text(ssh_config(plan, tmp_path, persist_s=1))
-    remote = Remote(target, tmp_path / "ssh_config", 10, connect_timeout_s=5)
-    with pytest.raises(NodeUnreachable) as failed:
-        remote.run("true")
+    with tempfile.TemporaryDirectory(prefix="ig-") as masters:  # a socket path is < 108 bytes
+        (tmp_path / "ssh_config").write_text(ssh_config(plan, Path(masters), persist_s=1))
+        remote = Remote(target, tmp_path / "ssh_config", 10, connect_timeout_s=5)
+        with pytest.raises(NodeUnreachable) as failed:
+            remote.run("true")
     return str(failed.value)

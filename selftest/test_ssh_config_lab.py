@@ -1,0 +1,80 @@
+"""SSH trust against the lab's real sshd: a plan that does not verify host keys records each
+node's first key in a file of its own and refuses a changed one, and a master opened under
+lax trust never serves a strict run."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fixtures.hosts import NodeUnreachable, Remote, ssh_config
+from infergate.inventory import Inventory, parse_inventory
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
+USER_KNOWN_HOSTS = Path.home() / ".ssh" / "known_hosts"
+
+
+def plan_with(**ssh: object) -> Inventory:
+    node = dataclasses.replace(LAB.nodes[1], ssh=dataclasses.replace(LAB.nodes[1].ssh, **ssh))
+    return dataclasses.replace(LAB, nodes=(node,))
+
+
+@pytest.fixture
+def masters(lab) -> Iterator[Path]:
+    """A short private directory for master sockets; every master in it ended afterwards."""
+    with tempfile.TemporaryDirectory(prefix="ig-trust-") as tmp:
+        yield Path(tmp)
+        for config in Path(tmp).glob("config-*"):
+            end_master(config)
+
+
+def end_master(config: Path) -> None:
+    exit_master = ["ssh", "-F", str(config), "-O", "exit", "node2"]
+    subprocess.run(exit_master, capture_output=True, timeout=10, check=False)
+
+
+def remote(plan: Inventory, masters: Path, name: str, own: Path) -> Remote:
+    config = masters / f"config-{name}"
+    config.write_text(ssh_config(plan, masters, persist_s=30, plan_known_hosts=own))
+    return Remote(plan.nodes[0], config, 10, connect_timeout_s=3)
+
+
+def user_known_hosts() -> bytes | None:
+    return USER_KNOWN_HOSTS.read_bytes() if USER_KNOWN_HOSTS.exists() else None
+
+
+def test_unverified_plan_pins_the_first_key_in_its_own_file(masters):
+    own, before = masters / "known_hosts-plan", user_known_hosts()
+    lax = plan_with(verify_host_key=False, known_hosts=None)
+    assert remote(lax, masters, "first", own).run("hostname").stdout == "node2\n"
+    assert own.read_text().startswith("10.251.0.12 ssh-ed25519 ")  # the first key, recorded
+    assert user_known_hosts() == before  # the user's own file is never written
+    end_master(masters / "config-first")  # the same trust would reuse its master
+    # the node's key "changes": the one recorded for it is now node1's
+    lab_known = Path(LAB.nodes[0].ssh.known_hosts or "").read_text().splitlines()
+    node1 = next(line for line in lab_known if line.startswith("10.251.0.11 "))
+    own.write_text(node1.replace("10.251.0.11", "10.251.0.12", 1) + "\n")
+    with pytest.raises(NodeUnreachable, match=r"^node2 \(10\.251\.0\.12\) is unreachable over "
+                       "SSH: the host key CHANGED"):  # fmt: skip
+        remote(lax, masters, "changed", own).run("hostname")
+
+
+def test_a_master_opened_by_a_lax_plan_does_not_serve_a_strict_one(masters):
+    own = masters / "known_hosts-plan"
+    lax = plan_with(verify_host_key=False, known_hosts=None)
+    assert remote(lax, masters, "lax", own).run("hostname").stdout == "node2\n"  # master up
+    empty = masters / "known_hosts-empty"
+    empty.write_text("")
+    strict = plan_with(verify_host_key=True, known_hosts=str(empty))
+    with pytest.raises(NodeUnreachable, match=r"^node2 \(10\.251\.0\.12\) is unreachable over "
+                       "SSH: no host key for 10.251.0.12 in "):  # fmt: skip
+        remote(strict, masters, "strict", own).run("hostname")
