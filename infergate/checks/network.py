@@ -159,16 +159,25 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+PING_DIR_PREFIX = "infergate-ping"  # its temporary directory: ${TMPDIR:-/tmp}/infergate-ping.*
+
+
 def ping_command(interface: str, addresses: list[IPv4Address]) -> str:
     """Ping every address at once out of one interface; outputs come back in order, each
-    followed by a line `@@@`."""
+    followed by a line `@@@`. Their temporary directory is removed on every exit, also when
+    the node's deadline (`timeout`'s SIGTERM) ends the pings; only a SIGKILL leaves it."""
     iface = shlex.quote(interface)
     starts = [
         f'ping -n -c 2 -i 0.2 -W 1 -I {iface} {a} > "$d/{i}" 2>&1 &'
         for i, a in enumerate(addresses)
     ]
     show = [f'cat "$d/{i}"; echo @@@' for i in range(len(addresses))]
-    return "\n".join(["d=$(mktemp -d)", *starts, "wait", *show, 'rm -rf "$d"'])
+    setup = [
+        f'd=$(mktemp -d "${{TMPDIR:-/tmp}}/{PING_DIR_PREFIX}.XXXXXX") || exit',
+        """trap 'rm -rf "$d"' EXIT""",
+        "trap 'exit 143' HUP INT TERM",  # a trapped signal ends the script through EXIT
+    ]
+    return "\n".join([*setup, *starts, "wait", *show])
 
 
 def split_ping_outputs(text: str) -> list[str]:

@@ -1,0 +1,52 @@
+"""The preflight's promise to be read-only on the nodes, for real in the lab: what it must
+write on a node for a moment is gone again, also when its deadline ends it."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from ipaddress import IPv4Address
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fixtures.hosts import Remote, ssh_config
+from infergate.checks.network import ping_command
+from infergate.inventory import parse_inventory
+from infergate.lab import Lab
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
+SILENT = IPv4Address("10.252.0.99")  # on node1's fabric subnet, held by no node: no reply
+
+
+@pytest.fixture
+def node1(lab: Lab) -> Iterator[Remote]:
+    with tempfile.TemporaryDirectory(prefix="ig-ro-") as tmp:  # short: a socket path
+        config = Path(tmp, "ssh_config")
+        config.write_text(ssh_config(LAB, Path(tmp), persist_s=1))
+        yield Remote(LAB.nodes[0], config, 10, connect_timeout_s=3)
+
+
+def ping_dirs(remote: Remote) -> set[str]:
+    """Directories in the node's temporary directory that hold a ping's output."""
+    find = 'grep -l "^PING " "${TMPDIR:-/tmp}"/*/0 2>/dev/null | xargs -r -n1 dirname'
+    return set(remote.run(find).stdout.split())
+
+
+def test_ping_directory_is_removed_when_the_deadline_ends_the_pings(node1):
+    before = ping_dirs(node1)
+    # the pings to a silent address take ~1.2 s; the node's deadline ends them at 0.5 s
+    done = node1.run(ping_command("fab0", [IPv4Address("10.252.0.12"), SILENT]), timeout_s=0.5)
+    assert done.exit_status == 124, (done.exit_status, done.stdout, done.stderr)
+    assert ping_dirs(node1) - before == set()
+
+
+def test_ping_directory_is_removed_after_a_full_run(node1):
+    before = ping_dirs(node1)
+    done = node1.run(ping_command("fab0", [IPv4Address("10.252.0.12")]))
+    assert "2 packets transmitted, 2 received" in done.stdout, done.stdout
+    assert ping_dirs(node1) - before == set()
