@@ -49,7 +49,9 @@ def test_allowed_and_own_containers_pass():
     running, memory = containers_of(sections("foreign-container", "node2"))
     assert check_foreign_containers(running, memory, allowed=("leftover-*",)) == []
     ours = Container("engine-node1", "img", {RUN_LABEL: "abc"}, "Up")
-    assert check_foreign_containers([ours], {}, allowed=()) == []
+    assert check_foreign_containers([ours], {}, allowed=(), run_id="abc") == []
+    (other,) = check_foreign_containers([ours], {}, allowed=(), run_id="def")
+    assert "of infergate run abc" in other.found
 
 
 def test_healthy_lab_has_no_containers():

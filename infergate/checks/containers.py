@@ -1,17 +1,22 @@
 """Containers on a node that the plan does not know: the seeds' leftover embeddings server
-held 12 GB on node 2 and the worker died of OOM in init_torch_distributed."""
+held 12 GB on node 2 and the worker died of OOM in init_torch_distributed. Another run of
+this suite's containers (a run killed before its teardown, or kept) hold memory, ports and
+GPUs the same way: only this run's own are exempt, the others are named by run."""
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from infergate.checks.inimage import PROBE_LABEL
 from infergate.checks.memory import gib
 from infergate.problems import Problem
 
 RUN_LABEL = "infergate.run"  # the label on every container a deploy of this suite starts
+PLAN_LABEL = "infergate.plan"  # the inventory's name, to find a kept deployment again
 
 
 @dataclass(frozen=True)
@@ -57,20 +62,60 @@ def parse_docker_stats_json(text: str) -> dict[str, int]:
 
 
 def check_foreign_containers(
-    containers: list[Container], memory: dict[str, int], allowed: tuple[str, ...]
+    containers: list[Container],
+    memory: dict[str, int],
+    allowed: tuple[str, ...],
+    run_id: str = "",
+    inventory_path: str | None = None,
 ) -> list[Problem]:
-    """Every running container is this suite's own or allowed by the plan (name globs)."""
-    return [
-        Problem(
-            found=f"container {c.name} (image {c.image}, {c.status}"
-            + (f", holding {gib(memory[c.name])}" if c.name in memory else "")
-            + ") running",
-            planned="no containers beside the engine's (allow.containers: "
-            + (", ".join(allowed) or "none")
-            + ")",
-            remedy=f"check what it serves (`docker inspect {c.name}`), then `docker stop "
-            f"{c.name}`; or add its name to allow.containers in the inventory",
-        )
-        for c in containers
-        if RUN_LABEL not in c.labels and not any(fnmatchcase(c.name, g) for g in allowed)
-    ]
+    """Every running container is this run's own or allowed by the plan (name globs); one of
+    another run of this suite is named with that run's id, plan and age, and the command that
+    removes the run."""
+    problems = []
+    for c in containers:
+        owner = c.labels.get(RUN_LABEL) or c.labels.get(PROBE_LABEL)
+        if owner:
+            if owner != run_id:
+                problems.append(_other_run(c, owner, memory, run_id, inventory_path))
+        elif not any(fnmatchcase(c.name, g) for g in allowed):
+            problems.append(_foreign(c, memory, allowed))
+    return problems
+
+
+def _holding(c: Container, memory: dict[str, int]) -> str:
+    return f", holding {gib(memory[c.name])}" if c.name in memory else ""
+
+
+def _foreign(c: Container, memory: dict[str, int], allowed: tuple[str, ...]) -> Problem:
+    return Problem(
+        found=f"container {c.name} (image {c.image}, {c.status}{_holding(c, memory)}) running",
+        planned="no containers beside the engine's (allow.containers: "
+        + (", ".join(allowed) or "none")
+        + ")",
+        remedy=f"check what it serves (`{shlex.join(['docker', 'inspect', c.name])}`), then "
+        f"`{shlex.join(['docker', 'stop', c.name])}`; or add its name to allow.containers in "
+        "the inventory",
+    )
+
+
+def _other_run(
+    c: Container, owner: str, memory: dict[str, int], run_id: str, inventory_path: str | None
+) -> Problem:
+    kind = "the in-image probe" if PROBE_LABEL in c.labels and RUN_LABEL not in c.labels else (
+        f"plan {c.labels.get(PLAN_LABEL, '?')}")  # fmt: skip
+    return Problem(
+        found=f"container {c.name} of infergate run {owner} ({kind}, {c.status}"
+        f"{_holding(c, memory)}) running",
+        planned=f"no container of another run (this run is {run_id or 'not deploying'})",
+        remedy=f"run {owner} ended without removing its containers (killed before its "
+        "teardown, or --keep-deployment): if it is not still running elsewhere, remove it "
+        f"with `{down_command(owner, inventory_path)}`",
+    )
+
+
+def down_command(run_id: str | None, inventory_path: str | None = None) -> str:
+    """The operator's command that removes a run's containers on every node (all runs'
+    when RUN_ID is None)."""
+    which = ["--run", run_id] if run_id else ["--all-runs"]
+    where = ["--inventory", inventory_path] if inventory_path else []
+    return shlex.join(["python", "-m", "infergate.deploy", "down", *which, *where])

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Protocol, TypeVar
 
 from infergate.apikey import ApiKey, check_authorized, redact
-from infergate.checks.containers import RUN_LABEL
+from infergate.checks.containers import down_command, parse_docker_ps_json
 from infergate.deploy.launch import (
     ClusterJoined,
     Exec,
@@ -35,6 +35,15 @@ from infergate.deploy.launch import (
     Start,
     Step,
 )  # fmt: skip
+from infergate.deploy.runs import (
+    check_removed,
+    list_command,
+    name_command,
+    node_remove_hint,
+    parse_run_listing,
+    removal_remedy,
+    remove_command,
+)
 from infergate.deploy.watch import (
     NodeWatch,
     Process,
@@ -46,7 +55,6 @@ from infergate.deploy.watch import (
     poll_command,
     scan,
 )  # fmt: skip
-from infergate.docker_cli import remove_labelled
 from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
 from infergate.secrets import private_dir, write_private
@@ -119,8 +127,11 @@ class Deployment:
         keep: bool = False,
         api_key: ApiKey | None = None,
         secrets: tuple[str, ...] = (),  # the plan's (infergate.secrets.plan_secrets)
+        inventory_path: str | None = None,  # for the removal's remedy
     ) -> None:
         self.launch, self.nodes, self.api_key = launch, nodes, api_key
+        self.inventory_path = inventory_path
+        self.touched = False  # whether this handle started anything: else nothing to remove
         self.secrets = (*secrets, *(api_key.secrets() if api_key else ()))
         self.io, self._say = hiding(io, self.hide), say
         self.evidence, self.keep = evidence, keep
@@ -138,7 +149,11 @@ class Deployment:
         self.close()
 
     def close(self) -> None:
-        """Save the evidence, then remove this run's containers (unless kept)."""
+        """Save the evidence, then remove this run's containers (unless kept); a handle that
+        started nothing (refused) removes nothing."""
+        if not self.touched:
+            self._pool.shutdown()
+            return
         try:
             self.save_evidence()
         finally:
@@ -154,7 +169,11 @@ class Deployment:
         """Run the steps in order; each gate waits for its milestone until its deadline and
         fails at once on a fatal line or an exited container."""
         self.started_at = time.monotonic()
-        for step in self.launch.steps if steps is None else steps:
+        steps = self.launch.steps if steps is None else steps
+        if any(isinstance(s, Start) for s in steps):
+            self.refuse_taken()
+        self.touched = True
+        for step in steps:
             if isinstance(step, Start | Exec):
                 self._start(step)
             else:
@@ -175,6 +194,33 @@ class Deployment:
     def get(self, path: str, timeout_s: float) -> HttpAnswer:
         """GET a path of the head's API, with the key."""
         return http_get(self.launch.endpoint + path, timeout_s, self.api_key)
+
+    def refuse_taken(self) -> None:
+        """Refuse to start when a container with one of this run's names or its label is
+        already on a node: this run's teardown removes by label, so it would remove them."""
+        names = list(self.launch.containers.values())
+        command = name_command(self.launch.run_id, names)
+        heard = self._each(lambda n: self.io(n, command, 30), list(self.nodes))
+        problems = {}
+        for node, done in heard.items():
+            taken = sorted({c.name for c in parse_docker_ps_json(done.stdout)})
+            if done.exit_status != 0:
+                problems[node] = [Problem(
+                    f"the listing of containers exited {done.exit_status}: "
+                    f"{docker_said(done.stderr or done.stdout)}",
+                    "Docker answering before the launch", _start_remedy(
+                        docker_said(done.stderr), self.nodes[node], self.launch))]  # fmt: skip
+            elif taken:
+                problems[node] = [Problem(
+                    f"container(s) {', '.join(taken)} already there with this run's name or "
+                    f"label (run {self.launch.run_id})", "no container of this run before it "
+                    "starts", "another launch used this run id (a reused --report-dir or a "
+                    "copied run id): start the run again for a new id")]  # fmt: skip
+        if problems:
+            raise LaunchFailed(self.hide("\n".join(
+                [f"launch of {self.launch.engine} (run {self.launch.run_id}) refused, "
+                 "nothing started:"] + [describe_all(self._where(n), p)
+                                        for n, p in problems.items()])))  # fmt: skip
 
     def _start(self, step: Start | Exec) -> None:
         env = step.input if isinstance(step, Start) else None  # the env file: secrets
@@ -361,19 +407,30 @@ class Deployment:
 
     def stop(self) -> None:
         """Remove this run's containers, by its label, on every node at once (SIGTERM,
-        then SIGKILL after the grace: vLLM's lone head ignores SIGTERM)."""
-        label = f"{RUN_LABEL}={self.launch.run_id}"
-        command = f"{remove_labelled(label, STOP_GRACE_S)}; docker ps -aq --filter label={label}"
-        left = self._each(lambda n: self.io(n, command, 60 + STOP_GRACE_S).stdout.strip(),
-                          list(self.nodes))  # fmt: skip
-        still = {n: ids for n, ids in left.items() if ids}
-        if still:
-            raise LaunchFailed(f"containers of run {self.launch.run_id} still there: {still}")
+        then SIGKILL after the grace: vLLM's lone head ignores SIGTERM); then prove it by
+        each removal's exit status and a separate listing."""
+        problems = {n: p for n, p in self._each(self._remove, list(self.nodes)).items() if p}
+        if problems:
+            raise LaunchFailed("\n".join(
+                [f"the removal of run {self.launch.run_id} failed:"]
+                + [describe_all(self._where(n), p) for n, p in problems.items()]))  # fmt: skip
         self.say(f"stopped run {self.launch.run_id} on {', '.join(self.nodes)}")
 
+    def _remove(self, node: str) -> list[Problem]:
+        run_id = self.launch.run_id
+        remedy = removal_remedy(run_id, self.inventory_path)
+        try:
+            removed = self.io(node, remove_command(run_id, STOP_GRACE_S), 60 + STOP_GRACE_S)
+            listed = self.io(node, list_command(run_id), 30)
+        except Exception as e:  # an unreachable node: name it, and still try the others
+            return [Problem(f"the removal could not reach the node: {e}",
+                            "the run's containers removed", remedy)]  # fmt: skip
+        left = [c.name for c in parse_run_listing(listed.stdout)]
+        return check_removed(run_id, removed.exit_status, listed.exit_status, left, remedy)
+
     def stop_hint(self) -> str:
-        label = f"{RUN_LABEL}={self.launch.run_id}"
-        return f"on each node `docker rm -f $(docker ps -aq --filter label={label})`"
+        return f"`{down_command(self.launch.run_id, self.inventory_path)}`, or on each " + (
+            f"node `{node_remove_hint(self.launch.run_id)}`")  # fmt: skip
 
     def _each(self, work: Callable[[str], T], nodes: list[str]) -> dict[str, T]:
         """WORK for every node at once."""

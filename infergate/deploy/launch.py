@@ -11,11 +11,9 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from infergate.apikey import ENGINE_ENV, engine_keys, flags_without_key
-from infergate.checks.containers import RUN_LABEL
+from infergate.checks.containers import PLAN_LABEL, RUN_LABEL
 from infergate.docker_cli import engine_container, run_keeping_ngc_entrypoint
 from infergate.inventory import Inventory, Node
-
-PLAN_LABEL = "infergate.plan"  # the inventory's name, to find a kept deployment again
 
 
 @dataclass(frozen=True)

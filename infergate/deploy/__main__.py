@@ -1,0 +1,85 @@
+"""`python -m infergate.deploy down --run ID | --all-runs [--inventory PATH]`: remove what a
+run of this suite left on the nodes (a run killed before its teardown, or kept with
+--keep-deployment), by its label, on every node of the plan, and prove it with a separate
+listing. Nothing without the suite's labels is touched.
+
+Prints, per node (name and address), what it removed, and exits 0 when no container of the
+run is left on any node; 1 when a node could not be reached or still holds one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+
+from infergate.deploy.runs import (
+    check_removed,
+    list_command,
+    parse_run_listing,
+    removal_remedy,
+    remove_command,
+    ssh_command,
+)
+from infergate.inventory import Inventory, InventoryError, Node, parse_inventory
+from infergate.problems import Problem, describe_all
+
+DEFAULT_INVENTORY = "inventories/lab.yaml"
+GRACE_S = 5
+
+
+def run_on(inventory: Inventory, node: Node, command: str, timeout_s: float) -> tuple[int, str]:
+    """Exit status and stdout; a local deadline kills ssh (status 124), ssh's own failure
+    is 255 with its stderr."""
+    try:
+        argv = ssh_command(node, inventory.thresholds.connect_timeout_s, command)
+        done = subprocess.run(argv, capture_output=True,
+                              text=True, timeout=timeout_s, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return 124, ""
+    return done.returncode, done.stdout if done.returncode != 255 else done.stderr
+
+
+def down_node(inventory: Inventory, node: Node, run_id: str | None, path: str) -> list[str]:
+    """Remove the run's containers on NODE; the lines to print (problems included)."""
+    listed_before, before = run_on(inventory, node, list_command(run_id), 30)
+    found = parse_run_listing(before) if listed_before == 0 else []
+    removed, _ = run_on(inventory, node, remove_command(run_id, GRACE_S), 60 + GRACE_S)
+    listed, after = run_on(inventory, node, list_command(run_id), 30)
+    left = [c.name for c in parse_run_listing(after)] if listed == 0 else []
+    which = run_id or "(every run)"
+    remedy = removal_remedy(run_id, path)
+    problems: list[Problem] = check_removed(which, removed, listed, left, remedy)
+    if problems:
+        return [describe_all(node.where, problems)]
+    gone = [f"{c.name} (run {c.run_id}, plan {c.plan}, {c.status})" for c in found]
+    return [f"{node.where}: removed {len(gone)} container(s)" + "".join(f"\n  - {g}" for g in gone)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infergate.deploy")
+    commands = parser.add_subparsers(dest="command", required=True)
+    down = commands.add_parser("down", help="remove a run's containers on every node")
+    which = down.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
+    which.add_argument("--all-runs", action="store_true", help="every run of this suite")
+    down.add_argument("--inventory", metavar="PATH", default=DEFAULT_INVENTORY)
+    args = parser.parse_args(argv)
+    try:
+        inventory = parse_inventory(yaml.safe_load(Path(args.inventory).read_text()))
+    except (OSError, yaml.YAMLError, InventoryError) as e:
+        parser.error(f"--inventory {args.inventory}: {e}")
+    with ThreadPoolExecutor(max(1, len(inventory.nodes))) as pool:
+        said = list(pool.map(lambda n: down_node(inventory, n, args.run, args.inventory),
+                             inventory.nodes))  # fmt: skip
+    for lines in said:
+        print("\n".join(lines))
+    return 1 if any(" problem(s)" in lines[0] for lines in said) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

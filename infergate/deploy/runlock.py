@@ -1,0 +1,119 @@
+"""The cluster lock: one run at a time on a cluster, for the preflight and the deploy.
+
+Two runs at once race for the dist-init port, the API port and GPU memory, and each one's
+checks see the other's containers. The lock is `flock(1)` on a file on the head, held by a
+shell that one SSH session of the holding run keeps open for the run's whole life: it reads
+its stdin until the controller closes it. So the lock is released on every exit path, with
+no clean-up code that has to run: the run ends (stdin closed), the controller is killed
+(the kernel closes the pipe), or the connection drops (sshd ends the session). A crashed
+holder cannot block the cluster for longer than its connection lives.
+
+Beside the lock, the holder writes who it is (run, plan, user@host, pid, start time) and
+the pid of its shell on the head, so that the run that waits names the one that holds it,
+and an operator can end a holder whose connection is stuck: `kill PID` on the head.
+
+Nothing here touches a node: the fixture runs the command and hands back its first line.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from infergate.inventory import Inventory
+from infergate.problems import Problem
+
+LOCK_DIR = "/run/infergate/lock"  # tmpfs: a reboot leaves no stale holder note
+HELD, BUSY = "HELD", "BUSY"
+BUSY_EXIT = 75  # EX_TEMPFAIL
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or asks for) the lock."""
+
+    run_id: str
+    plan: str
+    user: str  # user@controller
+    pid: int  # the controller's pytest process
+    started: str  # UTC, ISO 8601
+
+    def describe(self) -> str:
+        return (f"run {self.run_id} (plan {self.plan}, by {self.user}, pid {self.pid}, "
+                f"since {self.started})")  # fmt: skip
+
+
+def lock_dir(inventory: Inventory) -> str:
+    """The lock's directory on the head: one per head address, so that two clusters whose
+    heads share a filesystem (the lab's nodes and this controller) do not share a lock."""
+    return f"{LOCK_DIR}/{inventory.head.address}"
+
+
+def lock_command(holder: Holder, wait_s: float, lock_dir: str = LOCK_DIR) -> str:
+    """Shell for the head: take the lock (waiting up to WAIT_S), write HOLDER beside it, say
+    HELD and keep it until stdin ends; or say BUSY with the holder's note and exit 75."""
+    note = shlex.quote(json.dumps(holder.__dict__))
+    take = f"flock -w {wait_s:g} 9" if wait_s > 0 else "flock -n 9"
+    d = shlex.quote(lock_dir)
+    return "\n".join([
+        f"mkdir -p {d} && exec 9>>{d}/cluster.lock || exit 71",
+        f"if ! {take}; then",
+        f'  printf "{BUSY} %s %s\\n" "$(cat {d}/holder.pid 2>/dev/null)" '
+        f'"$(cat {d}/holder.json 2>/dev/null)"; exit {BUSY_EXIT}',
+        "fi",
+        f"printf '%s\\n' {note} > {d}/holder.json; echo $$ > {d}/holder.pid",
+        f"echo {HELD}",
+        # hold until the controller closes stdin or the session ends; only this shell holds
+        # the lock (cat does not inherit it), so `kill PID` of the note frees it too
+        "cat >/dev/null 9>&-",
+    ])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Busy:
+    """The lock is held by another run: its note, and its shell's pid on the head."""
+
+    holder: Holder | None
+    head_pid: str
+    said: str
+
+
+def parse_lock_reply(line: str) -> Busy | None:
+    """None when the lock is ours, else who holds it. A sample of each form: ``HELD`` and
+    ``BUSY 4242 {"run_id": "20261201-030102-8f3a...", "plan": "lab", ...}``."""
+    if line.strip() == HELD:
+        return None
+    _, _, rest = line.strip().partition(" ")
+    pid, _, note = rest.partition(" ")
+    try:
+        doc = json.loads(note)
+        holder: Holder | None = Holder(**doc) if isinstance(doc, dict) else None
+    except (ValueError, TypeError):
+        holder = None
+    return Busy(holder, pid, line.strip())
+
+
+def busy_problem(busy: Busy, wait_s: float, head: str) -> Problem:
+    """The second run's refusal: who holds the cluster, and what to do."""
+    who = busy.holder.describe() if busy.holder else f"a holder that left no note ({busy.said})"
+    waited = f"after waiting {wait_s:g} s" if wait_s > 0 else "at once"
+    end = shlex.join(["kill", busy.head_pid]) if busy.head_pid.isdigit() else "kill its flock"
+    return Problem(
+        f"the cluster lock is held by {who}; refused {waited}",
+        "this run alone on the cluster (the preflight and the deploy take the lock)",
+        "another run is using the cluster: wait for it to end, or pass --lock-wait SECONDS "
+        f"to queue behind it; if that run is gone but its SSH session hangs, end the holder on "
+        f"{head}: `{end}`",
+    )
+
+
+def no_reply_problem(status: int | None, stderr: str, head: str) -> Problem:
+    """The lock could not be asked for at all (SSH failed, no flock on the head)."""
+    said = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
+    return Problem(
+        f"no answer to the lock request (exit {status}): {said[:300]}",
+        f"the cluster lock taken on the head {head}",
+        "reach the head over SSH (`pytest -m preflight -k ssh`) and install flock "
+        "(util-linux) there",
+    )

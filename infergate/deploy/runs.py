@@ -1,0 +1,168 @@
+"""This suite's runs on the nodes: the containers each run left, found and removed by label.
+
+The label is the record. Every container a run starts carries `infergate.run=<run id>`
+(and `infergate.plan`); the in-image probe's carry `infergate.preflight=<run id>`. What a
+run leaves behind is exactly what carries its id, so the containers themselves say which
+runs are still there, on the node where they are, whatever happened to the controller that
+started them: no file on the controller or the head can disagree with them. The cluster lock
+(runlock.py) names the run that holds the cluster now.
+
+Nothing here touches a node: the commands are run by the caller (the deploy handle, the
+`deploy down` command) and their output parsed here.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from infergate.checks.containers import (
+    PLAN_LABEL,
+    RUN_LABEL,
+    Container,
+    down_command,
+    parse_docker_ps_json,
+)
+from infergate.checks.inimage import PROBE_LABEL
+from infergate.inventory import Node
+from infergate.problems import Problem
+
+LABELS = (RUN_LABEL, PROBE_LABEL)  # every container of this suite carries one of them
+LIST_FORMAT = "{{json .}}"
+
+
+def list_command(run_id: str | None = None) -> str:
+    """`docker ps -a` of the containers of RUN_ID (of every run when None), one JSON per
+    label: docker ANDs the --filter flags of one call."""
+    calls = []
+    for label in LABELS:
+        value = f"{label}={run_id}" if run_id else label
+        calls.append(shlex.join(["docker", "ps", "-a", "--no-trunc", "--filter",
+                                 f"label={value}", "--format", LIST_FORMAT]))  # fmt: skip
+    return " && ".join(calls)
+
+
+def remove_command(run_id: str | None = None, grace_s: int = 5) -> str:
+    """Remove the containers of RUN_ID (of every run when None), and only those: SIGTERM,
+    SIGKILL after GRACE_S (a SIGKILLed vLLM leaks its shared memory). It fails when Docker
+    cannot list them; `docker rm` of one that went by itself (a probe's --rm) is no failure:
+    the caller's separate listing is the proof."""
+    filters = []
+    for label in LABELS:
+        value = f"{label}={run_id}" if run_id else label
+        filters.append(shlex.join(["docker", "ps", "-aq", "--filter", f"label={value}"]))
+    return "\n".join([
+        f"ids=$({' && '.join(filters)}) || exit $?",
+        "ids=$(printf '%s\\n' $ids | sort -u)",
+        f'[ -z "$ids" ] || {{ docker stop -t {int(grace_s)} $ids; docker rm -f $ids; }} '
+        ">/dev/null 2>&1 || true",
+    ])  # fmt: skip
+
+
+def name_command(run_id: str, names: list[str]) -> str:
+    """`docker ps -a` of the containers named NAMES or labelled with RUN_ID: a launch whose
+    names or label are already taken must not start (its teardown would remove them)."""
+    name_filters = [a for n in names for a in ("--filter", f"name=^/{n}$")]
+    by_name = shlex.join(["docker", "ps", "-a", "--no-trunc", *name_filters, "--format",
+                          LIST_FORMAT])  # fmt: skip
+    return f"{by_name} && {list_command(run_id)}"
+
+
+@dataclass(frozen=True)
+class RunContainer:
+    """A container of one of this suite's runs."""
+
+    name: str
+    run_id: str
+    plan: str
+    status: str
+    image: str
+
+
+def of_runs(containers: list[Container]) -> list[RunContainer]:
+    """The containers that carry a run's label, each once."""
+    found: dict[str, RunContainer] = {}
+    for c in containers:
+        run = c.labels.get(RUN_LABEL) or c.labels.get(PROBE_LABEL)
+        if run:
+            plan = c.labels.get(PLAN_LABEL) or (
+                "(preflight probe)" if PROBE_LABEL in c.labels else "?"
+            )
+            found[c.name] = RunContainer(c.name, run, plan, c.status, c.image)
+    return list(found.values())
+
+
+def parse_run_listing(text: str) -> list[RunContainer]:
+    """Parse list_command's output (`docker ps -a --format '{{json .}}'`, one JSON a line).
+
+    Sample line: ``{"Names":"infergate-node1-20261201-030102-8f3a...","Image":"sha256:...",
+    "Labels":"infergate.plan=lab,infergate.run=20261201-030102-8f3a...","Status":"Up 2
+    minutes",...}``
+    """
+    return of_runs(parse_docker_ps_json(text))
+
+
+def runs_on(listings: dict[str, list[RunContainer]]) -> dict[str, list[str]]:
+    """Run id -> the nodes that hold its containers."""
+    runs: dict[str, list[str]] = {}
+    for node, containers in listings.items():
+        for c in containers:
+            nodes = runs.setdefault(c.run_id, [])
+            if node not in nodes:
+                nodes.append(node)
+    return runs
+
+
+def check_removed(
+    run_id: str, removal_status: int, listing_status: int, left: list[str], remedy: str
+) -> list[Problem]:
+    """The removal of a run on one node, judged by its exit status and by a separate listing
+    after it: `timeout` exits 124 and a killed ssh 255, and neither removed anything."""
+    problems = []
+    if removal_status != 0:
+        problems.append(Problem(
+            f"the removal of run {run_id} exited {removal_status}"
+            + (" (its deadline passed)" if removal_status in (124, 137) else ""),
+            "the removal exits 0", remedy))  # fmt: skip
+    if listing_status != 0:
+        problems.append(Problem(
+            f"the listing after the removal exited {listing_status}: what is left is unknown",
+            "a listing that shows no container of the run", remedy))  # fmt: skip
+    elif left:
+        problems.append(Problem(
+            f"container(s) of run {run_id} still there after the removal: {', '.join(left)}",
+            "none of the run's containers left", remedy))  # fmt: skip
+    return problems
+
+
+def node_remove_hint(run_id: str | None) -> str:
+    """What an operator pastes on a node to remove a run's containers (every run's when
+    None): one line per label."""
+    lines = []
+    for label in LABELS:
+        value = f"{label}={run_id}" if run_id else label
+        listing = shlex.join(["docker", "ps", "-aq", "--filter", f"label={value}"])
+        lines.append(f"{listing} | xargs -r docker rm -f")
+    return "; ".join(lines)
+
+
+def removal_remedy(run_id: str | None, inventory_path: str | None) -> str:
+    """Lead with the cause, then the command that finishes the removal."""
+    return (f"the node did not finish removing the run's containers (Docker slow or stuck, "
+            f"or SSH dropped): run `{down_command(run_id, inventory_path)}`, or on the node "
+            f"`{node_remove_hint(run_id)}`")  # fmt: skip
+
+
+def ssh_command(node: Node, connect_timeout_s: float, command: str) -> list[str]:
+    """COMMAND on NODE: the plan's own ssh command for it (Node.ssh_argv: user, port, key,
+    known_hosts, jump hosts), hardened as the suite's (batch mode, its connect timeout, a
+    dead node noticed in ~6 s) and on a connection of its own, so that what it holds (the
+    cluster lock) lives exactly as long as this one process."""
+    argv = node.ssh_argv("sh", "-c", command)
+    if node.ssh.connection == "local":
+        return argv
+    options = ["BatchMode=yes", f"ConnectTimeout={max(1, round(connect_timeout_s))}",
+               "ServerAliveInterval=2", "ServerAliveCountMax=3", "ControlMaster=no",
+               "ControlPath=none", "LogLevel=ERROR"]  # fmt: skip
+    hardening = [a for o in options for a in ("-o", o)]
+    return [argv[0], *hardening, *argv[1:]]

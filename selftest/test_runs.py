@@ -1,0 +1,277 @@
+"""Runs on the nodes, without the lab: run ids, the other-run judge and the removal's judge
+on recorded `docker ps` output, the removal against a real Docker CLI whose daemon is down
+or never answers, the cluster lock with the real flock(1), and SIGTERM / SIGHUP held during
+teardown. The lab proves the rest (test_signals_lab.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fixtures.deploy import _new_run_id, sigint_deferred
+from infergate.checks.containers import (
+    check_foreign_containers,
+    parse_docker_ps_json,
+    parse_docker_stats_json,
+)
+from infergate.deploy.engines import plan_launch
+from infergate.deploy.executor import Deployment, LaunchFailed
+from infergate.deploy.runlock import (
+    Holder,
+    busy_problem,
+    lock_command,
+    parse_lock_reply,
+)
+from infergate.deploy.runs import check_removed, parse_run_listing, runs_on
+from infergate.inventory import Inventory, parse_inventory
+from infergate.lab.engine import Ran
+
+DATA = Path(__file__).parent / "data" / "runs"
+OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
+
+
+def test_run_ids_carry_64_random_bits_and_stay_readable():
+    ids = {_new_run_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for run_id in list(ids)[:20]:
+        assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{16}", run_id), run_id
+
+
+def recorded() -> tuple[list, dict[str, int]]:
+    ps = parse_docker_ps_json((DATA / "docker-ps-three-owners.txt").read_text())
+    return ps, parse_docker_stats_json((DATA / "docker-stats-three-owners.txt").read_text())
+
+
+def test_another_runs_containers_are_named_with_the_command_that_removes_that_run():
+    containers, memory = recorded()
+    problems = check_foreign_containers(containers, memory, (), "20261201-040000-0011223344556677",
+                                        "inventories/lab.yaml")  # fmt: skip
+    text = "\n".join(p.describe() for p in problems)
+    assert len(problems) == 3, text
+    assert f"infergate-node1-{OTHER} of infergate run {OTHER} (plan lab, Up About a minute" in (
+        text)  # fmt: skip
+    assert f"run {OTHER} (the in-image probe, Up About a minute, holding 0.0 GiB)" in text
+    cmd = f"python -m infergate.deploy down --run {OTHER} --inventory inventories/lab.yaml"
+    assert text.count(cmd) == 2
+    assert "container leftover-x (image iglab/busybox" in text
+
+
+def test_this_runs_own_containers_and_probe_are_exempt():
+    containers, memory = recorded()
+    problems = check_foreign_containers(containers, memory, (), OTHER)
+    assert [p.found.split()[1] for p in problems] == ["leftover-x"]
+
+
+def test_the_run_listing_names_each_run_and_its_plan():
+    found = parse_run_listing((DATA / "run-listing.txt").read_text())
+    assert {(c.run_id, c.plan) for c in found} == {(OTHER, "lab"), (OTHER, "(preflight probe)")}
+    assert runs_on({"node1": found}) == {OTHER: ["node1"]}
+
+
+@pytest.mark.parametrize(
+    ("removal", "listing", "left", "expected"),
+    [
+        (124, 0, [], "exited 124 (its deadline passed)"),
+        (255, 255, [], "the listing after the removal exited 255: what is left is unknown"),
+        (0, 0, ["infergate-node1-x"], "still there after the removal: infergate-node1-x"),
+    ],
+)
+def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(removal, listing, left, expected):
+    problems = check_removed("r1", removal, listing, left, "fix it")
+    assert expected in "\n".join(p.found for p in problems)
+    assert check_removed("r1", 0, 0, [], "fix it") == []
+
+
+# -- the removal against a real Docker CLI, from this machine (no daemon here)
+
+
+def local_io(env: dict[str, str], cap_s: float = 60):
+    """Commands on this machine, as a node runs them: `timeout` ends each at its deadline
+    (at most CAP_S: the removal's own 65 s would only make the test slow)."""
+
+    def run(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
+        limit = min(timeout_s, cap_s)
+        done = subprocess.run(["timeout", "-k", "1", f"{limit:g}", "sh", "-c", command],
+                              capture_output=True, text=True, env={**os.environ, **env},
+                              input=input, check=False)  # fmt: skip
+        return Ran(done.returncode, done.stdout, done.stderr)
+
+    return run
+
+
+def lab_plan() -> Inventory:
+    return parse_inventory(yaml.safe_load((Path(__file__).parents[1] / "inventories" /
+                                           "lab.yaml").read_text()))  # fmt: skip
+
+
+def started_handle(io) -> Deployment:
+    plan = lab_plan()
+    handle = Deployment(plan_launch(plan, "r-0011223344556677"), {n.name: n for n in plan.nodes},
+                        io, lambda _: None, inventory_path="plan.yaml")  # fmt: skip
+    handle.touched = True  # as after its first `docker run`
+    return handle
+
+
+def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
+    said: list[str] = []
+    handle = started_handle(local_io({"DOCKER_HOST": "unix:///nonexistent.sock"}))
+    handle._say = said.append
+    with pytest.raises(LaunchFailed) as failed:
+        handle.stop()
+    message = str(failed.value)
+    assert "the removal of run r-0011223344556677 exited 1" in message
+    assert re.search(r"\w+ \(\d+\.\d+\.\d+\.\d+\): ", message), message
+    assert "python -m infergate.deploy down --run r-0011223344556677 --inventory plan.yaml" in (
+        message)  # fmt: skip
+    assert not any("stopped run" in s for s in said)
+
+
+def test_removal_past_its_deadline_is_named_as_such():
+    with socket.socket() as silent:  # a Docker endpoint that accepts and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        host = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        handle = started_handle(local_io({"DOCKER_HOST": host}, cap_s=1))
+        with pytest.raises(LaunchFailed) as failed:
+            handle.stop()
+    assert "exited 124 (its deadline passed)" in str(failed.value)
+
+
+def test_a_refused_handle_removes_nothing():
+    handle = started_handle(local_io({"DOCKER_HOST": "unix:///nonexistent.sock"}))
+    handle.touched = False
+    handle.close()  # would fail like the test above if it tried to remove
+
+
+# -- the cluster lock, with the real flock(1)
+
+
+def holder(run_id: str) -> Holder:
+    return Holder(run_id, "lab", "ci@runner", 4242, "2026-12-01T03:05:12Z")
+
+
+def take(tmp_path: Path, run_id: str, wait_s: float = 0) -> subprocess.Popen[str]:
+    command = lock_command(holder(run_id), wait_s, str(tmp_path))
+    return subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_second_run_is_refused_naming_the_first_and_gets_it_once_released(tmp_path):
+    first = take(tmp_path, "run-a")
+    assert first.stdout.readline().strip() == "HELD"
+    second = take(tmp_path, "run-b")
+    out, _ = second.communicate(timeout=10)
+    busy = parse_lock_reply(out.splitlines()[0])
+    assert second.returncode == 75
+    assert busy is not None
+    assert busy.holder == holder("run-a")
+    problem = busy_problem(busy, 0, "node1 (10.251.0.11)")
+    assert "held by run run-a (plan lab, by ci@runner, pid 4242" in problem.found
+    assert f"kill {busy.head_pid}" in problem.remedy
+    first.stdin.close()  # the run ends
+    assert first.wait(timeout=5) == 0
+    third = take(tmp_path, "run-c")
+    assert third.stdout.readline().strip() == "HELD"
+    refused = parse_lock_reply(take(tmp_path, "run-d").communicate(timeout=10)[0])
+    assert refused is not None
+    os.kill(int(refused.head_pid), signal.SIGTERM)  # an operator follows the remedy
+    fourth = take(tmp_path, "run-d", wait_s=5)
+    assert fourth.stdout.readline().strip() == "HELD"
+    fourth.stdin.close()
+    third.stdin.close()
+
+
+CONTROLLER = """
+import subprocess, sys, time
+held = subprocess.Popen(["sh", "-c", sys.argv[1]], stdin=subprocess.PIPE)
+time.sleep(600)
+"""
+
+
+def test_a_killed_holder_frees_the_lock_with_its_pipe(tmp_path):
+    """kill -9 of the holding controller: no clean-up code runs, the kernel closes its end
+    of the pipe, the head's shell reads EOF and ends, and the lock with it."""
+    command = lock_command(holder("run-a"), 0, str(tmp_path))
+    controller = subprocess.Popen([sys.executable, "-c", CONTROLLER, command])
+    while not (tmp_path / "holder.pid").exists():
+        time.sleep(0.05)
+    refused = take(tmp_path, "run-b")
+    assert refused.communicate(timeout=10)[0].startswith("BUSY")
+    controller.kill()
+    controller.wait()
+    waiting = take(tmp_path, "run-b", wait_s=5)
+    assert waiting.stdout.readline().strip() == "HELD"
+    waiting.stdin.close()
+
+
+def test_a_waiting_run_gets_the_lock_when_the_first_ends(tmp_path):
+    first = take(tmp_path, "run-a")
+    assert first.stdout.readline().strip() == "HELD"
+    second = take(tmp_path, "run-b", wait_s=20)
+    threading.Timer(1.0, first.stdin.close).start()
+    assert second.stdout.readline().strip() == "HELD"
+    second.stdin.close()
+    second.wait(timeout=5)
+
+
+# -- signals during teardown
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_teardown_holds_ctrl_c_sigterm_and_sighup_until_it_is_done(number):
+    said: list[str] = []
+    finished = []
+    deferred = sigint_deferred(said.append)
+    deferred.__enter__()
+    os.kill(os.getpid(), number)
+    finished.append("the removal ran to its end")
+    with pytest.raises(KeyboardInterrupt):
+        deferred.__exit__(None, None, None)
+    assert finished
+    assert said == [f"{signal.Signals(number).name}: removing this run's containers first"]
+
+
+# -- SIGTERM and SIGHUP end a pytest run the way Ctrl-C does (teardown runs)
+
+HOLDS_SOMETHING = """
+import os, pathlib, time, pytest
+
+@pytest.fixture(scope="session")
+def held():
+    pathlib.Path(f"started-{os.getpid()}").write_text("")
+    yield
+    time.sleep(1)  # a removal takes a while; the controller must wait for it
+    pathlib.Path("torn-down").write_text(str(os.getpid()))
+
+def test_long(held):
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist):
+    """A CI cancel (SIGTERM) or a closed terminal (SIGHUP) to pytest, or to xdist's
+    controller alone: the session's teardown runs (the deployment's removal is there)."""
+    (tmp_path / "test_holds.py").write_text(HOLDS_SOMETHING)
+    argv = [sys.executable, "-m", "pytest", "-p", "fixtures.runs", "-p", "no:cacheprovider",
+            "-q", *xdist, "test_holds.py"]  # fmt: skip
+    run = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)  # fmt: skip
+    end = time.monotonic() + 60
+    while not list(tmp_path.glob("started-*")) and time.monotonic() < end:
+        time.sleep(0.1)
+    run.send_signal(number)
+    out = run.communicate(timeout=60)[0]
+    assert (tmp_path / "torn-down").exists(), out
+    assert run.returncode == 2, out  # pytest's "interrupted", as for Ctrl-C
