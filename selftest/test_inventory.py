@@ -7,6 +7,7 @@ which edit an operator could make and what the parser says back.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
@@ -448,6 +449,15 @@ def test_bad_inventory_is_named_by_key_path(
     assert caught.value.path == path
     assert str(caught.value).startswith(f"{path}: ")
     assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize("key", [f.name for f in dataclasses.fields(Thresholds)])
+def test_every_threshold_has_bounds_that_its_message_names(key: str) -> None:
+    """`command_timeout_s: 1.0e-9` killed every command: no threshold takes any number."""
+    for value in (1e-9 if key.endswith("_s") else -1, 1e9):
+        with pytest.raises(InventoryError, match=r"is out of range; expected .* and .*\d") as e:
+            parse_inventory(lab_with((f"thresholds.{key}", value)))
+        assert e.value.path == f"thresholds.{key}"
 
 
 @pytest.mark.parametrize("data", [None, [], "lab", 3], ids=["null", "list", "str", "int"])
