@@ -38,6 +38,10 @@ class InventoryError(ValueError):
         self.message = message
         self.line = line
 
+    def in_file(self, file: object) -> str:
+        """As an operator reads it: `FILE, line N: key.path: what is wrong`."""
+        return f"{file}{f', line {self.line}' if self.line else ''}: {self}"
+
 
 def join(path: str, key: str) -> str:
     """The path of `key` inside the mapping at `path` (top-level keys stand alone)."""

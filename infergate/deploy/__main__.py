@@ -15,8 +15,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import yaml
-
 from infergate.deploy.runs import (
     check_removed,
     list_command,
@@ -25,7 +23,8 @@ from infergate.deploy.runs import (
     remove_command,
     ssh_command,
 )
-from infergate.inventory import Inventory, InventoryError, Node, parse_inventory
+from infergate.inventory import Inventory, InventoryError, Node
+from infergate.plan_yaml import load_plan
 from infergate.problems import Problem, describe_all
 
 DEFAULT_INVENTORY = "inventories/lab.yaml"
@@ -70,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     down.add_argument("--inventory", metavar="PATH", default=DEFAULT_INVENTORY)
     args = parser.parse_args(argv)
     try:
-        inventory = parse_inventory(yaml.safe_load(Path(args.inventory).read_text()))
-    except (OSError, yaml.YAMLError, InventoryError) as e:
-        parser.error(f"--inventory {args.inventory}: {e}")
+        inventory = load_plan(Path(args.inventory))
+    except InventoryError as e:
+        parser.error(f"--inventory {e.in_file(args.inventory)}")
     with ThreadPoolExecutor(max(1, len(inventory.nodes))) as pool:
         said = list(pool.map(lambda n: down_node(inventory, n, args.run, args.inventory),
                              inventory.nodes))  # fmt: skip
