@@ -25,16 +25,15 @@ import sysconfig
 from contextlib import ExitStack
 from pathlib import Path
 
-import yaml
-
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, http_get
 from infergate.inference.client import run_load
 from infergate.inference.metrics import summarize
 from infergate.inference.plan import CHAT_PATH, chat_body
-from infergate.inventory import Inventory, parse_inventory
+from infergate.inventory import Inventory
 from infergate.lab import Lab
 from infergate.lab.engine import node_io
+from infergate.plan_yaml import load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "::infergate-bench-result::"
@@ -112,7 +111,7 @@ def main() -> int:
     )
     ap.add_argument("--ours-json", help=argparse.SUPPRESS)  # BASE,LEVEL,REQUESTS,MAX_TOKENS
     args = ap.parse_args()
-    plan = parse_inventory(yaml.safe_load(Path(args.inventory).read_text()))
+    plan = load_plan(Path(args.inventory))
     if args.ours_json:
         base, *load = args.ours_json.split(",")
         print(json.dumps(ours(plan, base, *map(int, load))))
