@@ -27,8 +27,8 @@ from infergate.inventory import Inventory, parse_inventory
 
 MAX_BYTES = 256 * 1024  # the shipped plans, comments and all, are under 8 KiB
 MAX_DEPTH = 16  # the deepest key of a plan, nodes[0].fabric.hcas[0], is 4 levels down
-MAX_VALUES = 10_000  # counted with every alias expanded; a two-node plan has ~150
-MAX_INT_DIGITS = 30  # past Python's own limit (4300) int() fails with a hint for programmers
+MAX_VALUES = 10_000  # counted with every alias expanded; lab.yaml has 82
+MAX_INT_DIGITS = 30  # more than any bound needs; int() meets its own limit (4300) later
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -43,7 +43,7 @@ def load_plan(path: Path) -> Inventory:
 
 def parse_plan(raw: bytes) -> Inventory:
     """Parse a plan file's bytes; raise InventoryError with the line of the key."""
-    data, lines = load_yaml(_decode(raw))
+    data, lines = _load_yaml(_decode(raw))
     try:
         return parse_inventory(data)
     except InventoryError as e:
@@ -76,11 +76,11 @@ def _decode(raw: bytes) -> str:
         ) from None
 
 
-def load_yaml(text: str) -> tuple[object, Lines]:
+def _load_yaml(text: str) -> tuple[object, Lines]:
     """The YAML document in TEXT, and the line of each key path, once the node graph passed
     every check; raise InventoryError naming the key and its line."""
     try:
-        return _load(text)
+        return _checked(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None
@@ -96,7 +96,7 @@ def load_yaml(text: str) -> tuple[object, Lines]:
         raise InventoryError("", f"nested deeper than {MAX_DEPTH} levels") from None
 
 
-def _load(text: str) -> tuple[object, Lines]:
+def _checked(text: str) -> tuple[object, Lines]:
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
