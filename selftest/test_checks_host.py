@@ -65,7 +65,7 @@ def test_memory_held_in_a_node_cgroup_is_read_from_its_walk():
     (problem,) = check_memory_available(memory, 2.0)
     assert problem.remedy.startswith(
         "processes in cgroup /infergate-lab/node1 hold 4.1 GiB of its 6.0 GiB limit: list them "
-        "with `ps -eo pid,rss,cgroup,comm --sort=-rss | grep '/infergate-lab/node1' | head`"
+        "with `ps -eo pid,rss,cgroup,comm --sort=-rss | grep -F /infergate-lab/node1 | head`"
     )
 
 

@@ -8,6 +8,7 @@ limit less what the cgroup already uses bounds it further.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from infergate.problems import Problem
@@ -121,9 +122,10 @@ def _cgroup_remedy(cg: CgroupMemory) -> str:
     """The cgroup's limit binds before the host's memory does: what runs inside it (its
     descendants too) is what to stop, and its limit what to raise."""
     held = gib(cg.usage - cg.file_cache)
+    grep = shlex.join(["grep", "-F", cg.path])
     return (
         f"processes in cgroup {cg.path} hold {held} of its {gib(cg.limit or 0)} limit: list "
-        f"them with `ps -eo pid,rss,cgroup,comm --sort=-rss | grep '{cg.path}' | head` and "
+        f"them with `ps -eo pid,rss,cgroup,comm --sort=-rss | {grep} | head` and "
         "stop what the engine does not need, or raise that cgroup's limit (systemd: "
         "`systemctl set-property <unit> MemoryMax=...`; a container: its --memory)"
     )

@@ -9,6 +9,7 @@ of ~24. A pinned NCCL_IB_GID_INDEX=3 failed on one HCA only after its RoCE v2 GI
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from ipaddress import IPv4Address
 
@@ -69,7 +70,8 @@ def _down(port: RdmaPort) -> Problem:
         found=f"{port.where} is {port.state_name}, {phys}",
         planned="every planned HCA port ACTIVE with phys_state LinkUp",
         remedy=f"`ibdev2netdev` must show `{port.device} port {port.port} ==> {netdev} (Up)`: "
-        f"`sudo ip link set {netdev} up`; if phys_state stays {phys}, check the cable "
+        f"`{shlex.join(['sudo', 'ip', 'link', 'set', netdev, 'up'])}`; if phys_state stays {phys}, "
+        "check the cable "
         "(seated, the same QSFP port on both nodes)",
     )
 
@@ -142,7 +144,8 @@ def _no_v2_gid(port: RdmaPort, want: IPv4Address | None) -> Problem:
         found=f"{port.where} has no RoCE v2 {f'GID of {want}' if want else 'IPv4 GID'} "
         f"(GIDs: {seen})",
         planned=f"a RoCE v2 GID of {want or 'an IPv4 address'} on every planned HCA",
-        remedy=f"put {want or 'its address'} on {netdev} (`ip -br addr show {netdev}`) and "
+        remedy=f"put {want or 'its address'} on {netdev} "
+        f"(`{shlex.join(['ip', '-br', 'addr', 'show', netdev])}`) and "
         "persist it in netplan (nmcli changes on DGX OS vanish on reboot): the kernel adds its "
         "GIDs; without one NCCL falls back to a link-local GID",
     )
