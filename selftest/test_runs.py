@@ -79,17 +79,23 @@ def test_the_run_listing_names_each_run_and_its_plan():
 
 
 @pytest.mark.parametrize(
-    ("removal", "listing", "left", "expected"),
+    ("removal", "listing", "left", "expected", "cause"),
     [
-        (124, 0, [], "exited 124 (its deadline passed)"),
-        (255, 255, [], "the listing after the removal exited 255: what is left is unknown"),
-        (0, 0, ["infergate-node1-x"], "still there after the removal: infergate-node1-x"),
+        ((124, ""), (0, ""), [], "exited 124 (its deadline passed)", "the removal ran past"),
+        ((255, "Connection reset"), (255, ""), [], "the listing after the removal exited 255",
+         "SSH to the node failed during the removal (Connection reset)"),
+        ((0, ""), (0, ""), ["infergate-node1-x"], "still there after the removal: "
+         "infergate-node1-x", "Docker left them"),
     ],
-)
-def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(removal, listing, left, expected):
-    problems = check_removed("r1", removal, listing, left, "fix it")
+)  # fmt: skip
+def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(
+    removal, listing, left, expected, cause
+):
+    problems = check_removed("r1", removal, listing, left, "plan.yaml")
     assert expected in "\n".join(p.found for p in problems)
-    assert check_removed("r1", 0, 0, [], "fix it") == []
+    assert problems[0].remedy.startswith(cause), problems[0].remedy
+    assert "python -m infergate.deploy down --run r1 --inventory plan.yaml" in problems[0].remedy
+    assert check_removed("r1", (0, ""), (0, ""), [], None) == []
 
 
 # -- the removal against a real Docker CLI, from this machine (no daemon here)
@@ -129,7 +135,10 @@ def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
     with pytest.raises(LaunchFailed) as failed:
         handle.stop()
     message = str(failed.value)
-    assert "the removal of run r-0011223344556677 exited 1" in message
+    assert "the removal of run r-0011223344556677 exited 1: Cannot connect to the Docker" in (
+        message
+    )
+    assert "fix: Docker is not answering on the node: start it" in message
     assert re.search(r"\w+ \(\d+\.\d+\.\d+\.\d+\): ", message), message
     assert "python -m infergate.deploy down --run r-0011223344556677 --inventory plan.yaml" in (
         message)  # fmt: skip
@@ -275,3 +284,19 @@ def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist)
     out = run.communicate(timeout=60)[0]
     assert (tmp_path / "torn-down").exists(), out
     assert run.returncode == 2, out  # pytest's "interrupted", as for Ctrl-C
+
+
+def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
+    """`deploy down` on the plan whose one node is this machine (connection: local), whose
+    Docker has no daemon: the node, what Docker said, and the command to finish it."""
+    plan = Path(__file__).parents[1] / "inventories" / "h200-device.yaml"
+    done = subprocess.run([sys.executable, "-m", "infergate.deploy", "down", "--run", "r1",
+                           "--inventory", str(plan)], capture_output=True, text=True,
+                          env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"},
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("h200 (localhost): 2 problem(s)")
+    assert "exited 1: Cannot connect to the Docker daemon at unix:///nonexistent.sock" in (
+        done.stdout
+    )
+    assert f"python -m infergate.deploy down --run r1 --inventory {plan}" in done.stdout

@@ -13,50 +13,56 @@ import argparse
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from infergate.deploy.runs import (
     check_removed,
     list_command,
     parse_run_listing,
-    removal_remedy,
     remove_command,
     ssh_command,
 )
 from infergate.inventory import Inventory, InventoryError, Node
 from infergate.plan_yaml import load_plan
-from infergate.problems import Problem, describe_all
+from infergate.problems import describe_all
 
 DEFAULT_INVENTORY = "inventories/lab.yaml"
 GRACE_S = 5
 
 
-def run_on(inventory: Inventory, node: Node, command: str, timeout_s: float) -> tuple[int, str]:
-    """Exit status and stdout; a local deadline kills ssh (status 124), ssh's own failure
-    is 255 with its stderr."""
+def run_on(inventory: Inventory, node: Node, command: str, timeout_s: float) -> Ran:
+    """Exit status, stdout and stderr's last line; a local deadline kills ssh (124)."""
+    argv = ssh_command(node, inventory.thresholds.connect_timeout_s, command)
     try:
-        argv = ssh_command(node, inventory.thresholds.connect_timeout_s, command)
-        done = subprocess.run(argv, capture_output=True,
-                              text=True, timeout=timeout_s, check=False)  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              check=False)  # fmt: skip
     except subprocess.TimeoutExpired:
-        return 124, ""
-    return done.returncode, done.stdout if done.returncode != 255 else done.stderr
+        return Ran(124, "", f"no answer within {timeout_s:g} s")
+    lines = done.stderr.strip().splitlines()
+    return Ran(done.returncode, done.stdout, lines[-1] if lines else "")
 
 
-def down_node(inventory: Inventory, node: Node, run_id: str | None, path: str) -> list[str]:
-    """Remove the run's containers on NODE; the lines to print (problems included)."""
-    listed_before, before = run_on(inventory, node, list_command(run_id), 30)
-    found = parse_run_listing(before) if listed_before == 0 else []
-    removed, _ = run_on(inventory, node, remove_command(run_id, GRACE_S), 60 + GRACE_S)
-    listed, after = run_on(inventory, node, list_command(run_id), 30)
-    left = [c.name for c in parse_run_listing(after)] if listed == 0 else []
-    which = run_id or "(every run)"
-    remedy = removal_remedy(run_id, path)
-    problems: list[Problem] = check_removed(which, removed, listed, left, remedy)
+@dataclass(frozen=True)
+class Ran:
+    status: int
+    stdout: str
+    said: str
+
+
+def down_node(inventory: Inventory, node: Node, run_id: str | None, path: str) -> str:
+    """Remove the run's containers on NODE; what to print (its problems, if any)."""
+    before = run_on(inventory, node, list_command(run_id), 30)
+    found = parse_run_listing(before.stdout) if before.status == 0 else []
+    removed = run_on(inventory, node, remove_command(run_id, GRACE_S), 60 + GRACE_S)
+    after = run_on(inventory, node, list_command(run_id), 30)
+    left = [c.name for c in parse_run_listing(after.stdout)] if after.status == 0 else []
+    problems = check_removed(run_id, (removed.status, removed.said),
+                             (after.status, after.said), left, path)  # fmt: skip
     if problems:
-        return [describe_all(node.where, problems)]
+        return describe_all(node.where, problems)
     gone = [f"{c.name} (run {c.run_id}, plan {c.plan}, {c.status})" for c in found]
-    return [f"{node.where}: removed {len(gone)} container(s)" + "".join(f"\n  - {g}" for g in gone)]
+    return f"{node.where}: removed {len(gone)} container(s)" + "".join(f"\n  - {g}" for g in gone)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,9 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(max(1, len(inventory.nodes))) as pool:
         said = list(pool.map(lambda n: down_node(inventory, n, args.run, args.inventory),
                              inventory.nodes))  # fmt: skip
-    for lines in said:
-        print("\n".join(lines))
-    return 1 if any(" problem(s)" in lines[0] for lines in said) else 0
+    print("\n".join(said))
+    return 1 if any(" problem(s)\n" in text.split("\n", 1)[0] + "\n" for text in said) else 0
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ from infergate.deploy.runs import (
     name_command,
     node_remove_hint,
     parse_run_listing,
-    removal_remedy,
     remove_command,
 )
 from infergate.deploy.watch import (
@@ -418,15 +417,15 @@ class Deployment:
 
     def _remove(self, node: str) -> list[Problem]:
         run_id = self.launch.run_id
-        remedy = removal_remedy(run_id, self.inventory_path)
         try:
             removed = self.io(node, remove_command(run_id, STOP_GRACE_S), 60 + STOP_GRACE_S)
             listed = self.io(node, list_command(run_id), 30)
         except Exception as e:  # an unreachable node: name it, and still try the others
-            return [Problem(f"the removal could not reach the node: {e}",
-                            "the run's containers removed", remedy)]  # fmt: skip
+            return check_removed(run_id, (255, str(e)), (255, str(e)), [], self.inventory_path)
         left = [c.name for c in parse_run_listing(listed.stdout)]
-        return check_removed(run_id, removed.exit_status, listed.exit_status, left, remedy)
+        return check_removed(run_id, (removed.exit_status, _last(removed.stderr)),
+                             (listed.exit_status, _last(listed.stderr)), left,
+                             self.inventory_path)  # fmt: skip
 
     def stop_hint(self) -> str:
         return f"`{down_command(self.launch.run_id, self.inventory_path)}`, or on each " + (
@@ -438,6 +437,11 @@ class Deployment:
 
     def _where(self, node: str) -> str:
         return self.nodes[node].where
+
+
+def _last(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:

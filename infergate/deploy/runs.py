@@ -113,26 +113,49 @@ def runs_on(listings: dict[str, list[RunContainer]]) -> dict[str, list[str]]:
     return runs
 
 
+Exit = tuple[int, str]  # a command's exit status and the last line of its stderr
+
+
 def check_removed(
-    run_id: str, removal_status: int, listing_status: int, left: list[str], remedy: str
+    run_id: str | None, removal: Exit, listing: Exit, left: list[str], inventory_path: str | None
 ) -> list[Problem]:
-    """The removal of a run on one node, judged by its exit status and by a separate listing
-    after it: `timeout` exits 124 and a killed ssh 255, and neither removed anything."""
+    """The removal of a run (every run's when RUN_ID is None) on one node, judged by its exit
+    status and by a separate listing after it: `timeout` exits 124 and a killed ssh 255, and
+    neither removed anything."""
+    which = f"run {run_id}" if run_id else "every run"
     problems = []
-    if removal_status != 0:
+    if removal[0] != 0:
+        late = " (its deadline passed)" if removal[0] in (124, 137) else ""
         problems.append(Problem(
-            f"the removal of run {run_id} exited {removal_status}"
-            + (" (its deadline passed)" if removal_status in (124, 137) else ""),
-            "the removal exits 0", remedy))  # fmt: skip
-    if listing_status != 0:
+            f"the removal of {which} exited {removal[0]}{late}{_said(removal)}",
+            "the removal exits 0", removal_remedy(run_id, inventory_path, removal)))  # fmt: skip
+    if listing[0] != 0:
         problems.append(Problem(
-            f"the listing after the removal exited {listing_status}: what is left is unknown",
-            "a listing that shows no container of the run", remedy))  # fmt: skip
+            f"the listing after the removal exited {listing[0]}{_said(listing)}: what is left "
+            "is unknown", "a listing that shows none of its containers",
+            removal_remedy(run_id, inventory_path, listing)))  # fmt: skip
     elif left:
+        remedy = removal_remedy(run_id, inventory_path, removal)
         problems.append(Problem(
-            f"container(s) of run {run_id} still there after the removal: {', '.join(left)}",
-            "none of the run's containers left", remedy))  # fmt: skip
+            f"container(s) of {which} still there after the removal: {', '.join(left)}",
+            "none of its containers left", remedy))  # fmt: skip
     return problems
+
+
+def _said(done: Exit) -> str:
+    return f": {done[1][:300]}" if done[1] else ""
+
+
+def _cause(done: Exit) -> str:
+    status, said = done
+    if status in (124, 137):
+        return "the removal ran past its deadline on the node (Docker slow or stuck)"
+    if status == 255:
+        return f"SSH to the node failed during the removal ({said or 'no message'})"
+    if "Cannot connect to the Docker daemon" in said:
+        return "Docker is not answering on the node: start it (`systemctl start docker`)"
+    return f"Docker on the node failed ({said or f'exit {status}'})" if status else (
+        "Docker left them (a container that will not stop)")  # fmt: skip
 
 
 def node_remove_hint(run_id: str | None) -> str:
@@ -146,11 +169,10 @@ def node_remove_hint(run_id: str | None) -> str:
     return "; ".join(lines)
 
 
-def removal_remedy(run_id: str | None, inventory_path: str | None) -> str:
+def removal_remedy(run_id: str | None, inventory_path: str | None, done: Exit) -> str:
     """Lead with the cause, then the command that finishes the removal."""
-    return (f"the node did not finish removing the run's containers (Docker slow or stuck, "
-            f"or SSH dropped): run `{down_command(run_id, inventory_path)}`, or on the node "
-            f"`{node_remove_hint(run_id)}`")  # fmt: skip
+    return (f"{_cause(done)}; then run `{down_command(run_id, inventory_path)}`, or on the "
+            f"node `{node_remove_hint(run_id)}`")  # fmt: skip
 
 
 def ssh_command(node: Node, connect_timeout_s: float, command: str) -> list[str]:
