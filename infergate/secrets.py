@@ -78,9 +78,10 @@ class RedactingFilter(logging.Filter):
 
 
 def private_dir(path: Path) -> Path:
-    """PATH made (with any missing parents) for this user alone: 0700."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.chmod(0o700)
+    """PATH made for this user alone (0700), and so each parent it makes (reports/)."""
+    for folder in reversed([p for p in (path, *path.parents) if not p.exists()]):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    path.chmod(0o700)  # the mode also where PATH was there, or the umask cut it
     return path
 
 

@@ -173,6 +173,7 @@ def test_what_the_run_keeps_is_this_users_alone(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(folder.parent.stat().st_mode) == 0o700  # reports/, made on the way
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()} == {
         "open.log": 0o600, "new.json": 0o600}  # fmt: skip
     assert (folder / "open.log").read_text() == "was 0666\nline\n"
