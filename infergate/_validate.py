@@ -22,9 +22,13 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DNS_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _IFNAME_RE = re.compile(r"[^\s/:-][^\s/:]{0,14}")  # IFNAMSIZ, the kernel's forbidden chars
-# C0 and C1 controls, DEL, and the line and paragraph separators that some tools split on
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# C0 and C1 controls, DEL, and the line and paragraph separators that some tools split on;
+# in one-line values also tab, newline and the invisible and bidi marks, which make a value
+# read otherwise than it is (a prompt may need those in a right-to-left language)
 _CONTROL_IN_PROSE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
 
 
 class InventoryError(ValueError):
