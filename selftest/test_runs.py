@@ -30,11 +30,13 @@ from infergate.deploy.runlock import (
     Holder,
     busy_problem,
     lock_command,
+    lock_dir,
     parse_lock_reply,
 )
 from infergate.deploy.runs import check_removed, parse_run_listing, runs_on
 from infergate.inventory import Inventory, parse_inventory
 from infergate.lab.engine import Ran
+from selftest.suite import PHASE_DIRS, ROOT
 
 DATA = Path(__file__).parent / "data" / "runs"
 OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
@@ -300,3 +302,31 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
         done.stdout
     )
     assert f"python -m infergate.deploy down --run r1 --inventory {plan}" in done.stdout
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
+    """The plan whose one node is this machine: while another run holds its lock (the real
+    lock, in /run/infergate/lock/localhost), the preflight is refused at once naming that
+    run, in one process and under xdist (where the controller asks for it, once)."""
+    plan = Path(__file__).parents[1] / "inventories" / "h200-device.yaml"
+    inventory = parse_inventory(yaml.safe_load(plan.read_text()))
+    command = lock_command(holder("20261201-031500-aaaabbbbccccdddd"), 30, lock_dir(inventory))
+    other = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout.readline().strip() == "HELD"
+        run = pytester.runpytest_subprocess(
+            "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+            f"--inventory={plan}", "-m", "preflight", "--lock-wait", "0", *xdist, *PHASE_DIRS,
+        )  # fmt: skip
+    finally:
+        other.stdin.close()
+        other.wait(timeout=10)
+    said = run.stdout.str() + run.stderr.str()
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert "h200 (localhost): 1 problem(s)" in said
+    assert "the cluster lock is held by run 20261201-031500-aaaabbbbccccdddd (plan lab, by " in (
+        said
+    )
+    assert " passed" not in said
