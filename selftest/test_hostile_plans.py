@@ -88,11 +88,13 @@ def test_a_missing_plan_says_why() -> None:
     assert message == "--inventory /nonexistent/plan.yaml: cannot read: No such file or directory"
 
 
-def test_the_bomb_is_refused_fast_and_small() -> None:
-    """The 1.9 KB file that ran past 60 s and 1.6 GB: refused in milliseconds."""
+@pytest.mark.parametrize("case", ["alias-bomb", "alias-bomb-in-a-refused-value"])
+def test_the_bomb_is_refused_fast_and_small(case: str) -> None:
+    """A 1.3 KB file that cost the old parser 2.8 s and 370 MB (8 levels of aliases; a 9th
+    multiplies that by 9: repr of the refused value walked every copy): refused in ms."""
     started = time.perf_counter()
     with pytest.raises(InventoryError, match="aliases expand this to over 10000 values"):
-        plan_yaml.load_plan(CORPUS / "alias-bomb.yaml")
+        plan_yaml.load_plan(CORPUS / f"{case}.yaml")
     assert time.perf_counter() - started < 0.1
 
 
