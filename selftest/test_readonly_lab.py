@@ -4,6 +4,7 @@ write on a node for a moment is gone again, also when its deadline ends it."""
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Iterator
 from ipaddress import IPv4Address
 from pathlib import Path
@@ -15,6 +16,7 @@ from fixtures.hosts import Remote, ssh_config
 from infergate.checks.network import ping_command
 from infergate.inventory import parse_inventory
 from infergate.lab import Lab
+from selftest.suite import run_suite
 
 pytestmark = pytest.mark.lab
 
@@ -50,3 +52,29 @@ def test_ping_directory_is_removed_after_a_full_run(node1):
     done = node1.run(ping_command("fab0", [IPv4Address("10.252.0.12")]))
     assert "2 packets transmitted, 2 received" in done.stdout, done.stdout
     assert ping_dirs(node1) - before == set()
+
+
+# Where a preflight could write on a node: the user's home (the caches), shared memory, the
+# temporary directories (only infergate's own names: the lab shares this machine's /tmp),
+# /etc and the model. The Docker engine's own state is judged by its containers and images.
+WRITES = (
+    "find $HOME /dev/shm /var/tmp /etc /srv -xdev -newermt @{since} 2>/dev/null; "
+    "find ${{TMPDIR:-/tmp}} -maxdepth 1 -newermt @{since} -name 'infergate*' "
+    "! -name 'infergate-ssh-*' ! -name 'infergate-lab*'"
+)
+DOCKER = "docker ps -a --format '{{.ID}} {{.Names}}'; docker images -q --no-trunc | sort"
+
+
+def test_a_preflight_of_an_unchanged_cluster_writes_nothing_on_the_nodes(engine_lab, pytester):
+    """The second preflight (the caches are warm from the first) leaves every node as it was:
+    no file, no shared memory segment, no container and no image more or less."""
+    run_suite(pytester, "-m", "preflight")  # the caches of an earlier run
+    docker = {n: engine_lab.ssh(n, [DOCKER]).stdout for n in ("node1", "node2")}
+    since = time.time()
+    time.sleep(1.1)  # find compares whole seconds on some file systems
+    run = run_suite(pytester, "-m", "preflight")
+    assert run.red() == set(), run.output
+    for node in ("node1", "node2"):
+        written = engine_lab.ssh(node, [WRITES.format(since=since)]).stdout.split()
+        assert written == [], f"{node}: the preflight wrote {written}"
+        assert engine_lab.ssh(node, [DOCKER]).stdout == docker[node]

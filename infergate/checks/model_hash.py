@@ -1,9 +1,10 @@
 """SHA-256 of every model file, computed on the node itself, all nodes at once.
 
 The script runs with the node's own python3 (standard library only). Results are cached on
-the node in ~/.cache/infergate/sha256/, keyed by (path, size, mtime, ctime, inode): an
-unchanged model re-checks in about no time, and a byte rewritten in place is still caught,
-because restoring the mtime (`touch -d`) moves the ctime. `full` ignores the cache.
+the node in ~/.cache/infergate/sha256/<sha1 of the model path>.json, keyed by (path, size,
+mtime, ctime, inode): an unchanged model re-checks in about no time and writes nothing, and
+a byte rewritten in place is still caught, because restoring the mtime (`touch -d`) moves
+the ctime. `full` ignores the cache. Prune: `rm -rf ~/.cache/infergate/sha256`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ try:
         cache = json.load(f)
 except (OSError, ValueError):
     cache = {}
+before = dict(cache)
 files = sorted(os.path.relpath(os.path.join(d, n), root)
                for d, _, names in os.walk(root) for n in names)
 def key(rel):
@@ -51,10 +53,17 @@ with ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
     for rel, sha in zip(todo, pool.map(digest, todo)):
         cache[rel] = keys[rel] + [sha]
 out = {rel: cache[rel][-1] for rel in files}
-os.makedirs(cache_dir, exist_ok=True)
-with open(cache_file + ".tmp", "w") as f:
-    json.dump({r: cache[r] for r in files}, f)
-os.replace(cache_file + ".tmp", cache_file)
+kept = {r: cache[r] for r in files}
+if kept != before:  # an unchanged model writes nothing on the node
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = "%s.%d.tmp" % (cache_file, os.getpid())
+    try:
+        with open(tmp, "w") as f:
+            json.dump(kept, f)
+        os.replace(tmp, cache_file)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 print(json.dumps({"sha256": out, "hashed": len(todo), "hashed_bytes": sum(keys[r][0] for r in todo),
                   "seconds": round(time.monotonic() - start, 3)}))
 """
