@@ -33,7 +33,7 @@ from infergate.deploy.runlock import (
     lock_dir,
     parse_lock_reply,
 )
-from infergate.deploy.runs import check_removed, parse_run_listing, runs_on
+from infergate.deploy.runs import check_removed, check_run_not_taken, parse_run_listing, runs_on
 from infergate.inventory import Inventory, parse_inventory
 from infergate.lab.engine import Ran
 from selftest.suite import PHASE_DIRS, ROOT
@@ -78,6 +78,15 @@ def test_the_run_listing_names_each_run_and_its_plan():
     found = parse_run_listing((DATA / "run-listing.txt").read_text())
     assert {(c.run_id, c.plan) for c in found} == {(OTHER, "lab"), (OTHER, "(preflight probe)")}
     assert runs_on({"node1": found}) == {OTHER: ["node1"]}
+
+
+def test_a_launch_whose_id_is_taken_names_the_containers():
+    listing = (DATA / "run-listing.txt").read_text()
+    (problem,) = check_run_not_taken(OTHER, listing)
+    assert problem.found == (f"container(s) infergate-node1-{OTHER}, modest_elion already there "
+                             f"with this run's name or label (run {OTHER})")  # fmt: skip
+    assert f"`docker inspect infergate-node1-{OTHER}`" in problem.remedy
+    assert check_run_not_taken(OTHER, "") == []
 
 
 @pytest.mark.parametrize(

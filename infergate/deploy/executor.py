@@ -2,7 +2,9 @@
 
 `Deployment` is the deploy handle: a context manager that starts this run's containers in
 the engine's order and, on leaving, saves the evidence and removes exactly the containers
-that carry this run's label, on every node, whatever happened. The node I/O is handed in
+that carry this run's label, on every node, whatever happened, and proves it by a separate
+listing. A launch whose run id or container names are already on a node is refused before it
+starts anything, and then removes nothing (they are not its own). The node I/O is handed in
 (`NodeIo`): the fixtures give it SSH, the lab's selftests the same.
 
 With an API key, every HTTP call carries it, and every text read from the nodes (engine
@@ -25,7 +27,7 @@ from types import TracebackType
 from typing import Protocol, TypeVar
 
 from infergate.apikey import ApiKey, check_authorized, redact
-from infergate.checks.containers import down_command, parse_docker_ps_json
+from infergate.checks.containers import down_command
 from infergate.deploy.launch import (
     ClusterJoined,
     Exec,
@@ -37,6 +39,7 @@ from infergate.deploy.launch import (
 )  # fmt: skip
 from infergate.deploy.runs import (
     check_removed,
+    check_run_not_taken,
     list_command,
     name_command,
     node_remove_hint,
@@ -197,29 +200,23 @@ class Deployment:
     def refuse_taken(self) -> None:
         """Refuse to start when a container with one of this run's names or its label is
         already on a node: this run's teardown removes by label, so it would remove them."""
-        names = list(self.launch.containers.values())
-        command = name_command(self.launch.run_id, names)
+        command = name_command(self.launch.run_id, list(self.launch.containers.values()))
         heard = self._each(lambda n: self.io(n, command, 30), list(self.nodes))
         problems = {}
         for node, done in heard.items():
-            taken = sorted({c.name for c in parse_docker_ps_json(done.stdout)})
             if done.exit_status != 0:
+                said = docker_said(done.stderr or done.stdout)
                 problems[node] = [Problem(
-                    f"the listing of containers exited {done.exit_status}: "
-                    f"{docker_said(done.stderr or done.stdout)}",
-                    "Docker answering before the launch", _start_remedy(
-                        docker_said(done.stderr), self.nodes[node], self.launch))]  # fmt: skip
-            elif taken:
-                problems[node] = [Problem(
-                    f"container(s) {', '.join(taken)} already there with this run's name or "
-                    f"label (run {self.launch.run_id})", "no container of this run before it "
-                    "starts", "another launch used this run id (a reused --report-dir or a "
-                    "copied run id): start the run again for a new id")]  # fmt: skip
+                    f"the listing of containers exited {done.exit_status}: {said}",
+                    "Docker answering before the launch",
+                    _start_remedy(said, self.nodes[node], self.launch))]  # fmt: skip
+            elif taken := check_run_not_taken(self.launch.run_id, done.stdout):
+                problems[node] = taken
         if problems:
-            raise LaunchFailed(self.hide("\n".join(
-                [f"launch of {self.launch.engine} (run {self.launch.run_id}) refused, "
-                 "nothing started:"] + [describe_all(self._where(n), p)
-                                        for n, p in problems.items()])))  # fmt: skip
+            heading = f"launch of {self.launch.engine} (run {self.launch.run_id}) refused, "
+            text = [heading + "nothing started:"]
+            text += [describe_all(self._where(n), p) for n, p in problems.items()]
+            raise LaunchFailed(self.hide("\n".join(text)))
 
     def _start(self, step: Start | Exec) -> None:
         env = step.input if isinstance(step, Start) else None  # the env file: secrets

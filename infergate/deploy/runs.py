@@ -113,6 +113,22 @@ def runs_on(listings: dict[str, list[RunContainer]]) -> dict[str, list[str]]:
     return runs
 
 
+def check_run_not_taken(run_id: str, listing: str) -> list[Problem]:
+    """No container on the node carries this run's id, as a label or in its name, before the
+    launch starts (name_command's output): the run's teardown removes by label, and would
+    remove what is not its own."""
+    taken = sorted({c.name for c in parse_docker_ps_json(listing)})
+    if not taken:
+        return []
+    inspect = shlex.join(["docker", "inspect", taken[0]])
+    return [Problem(
+        f"container(s) {', '.join(taken)} already there with this run's name or label "
+        f"(run {run_id})", "no container of this run before it starts",
+        f"a container already carries this run's id (another launch with the same id, or one "
+        f"named after it): find what it is (`{inspect}`) and remove it if it is a leftover, "
+        "or start the run again for a new id")]  # fmt: skip
+
+
 Exit = tuple[int, str]  # a command's exit status and the last line of its stderr
 
 
