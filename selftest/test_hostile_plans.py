@@ -98,21 +98,30 @@ def test_the_bomb_is_refused_fast_and_small(case: str) -> None:
     assert time.perf_counter() - started < 0.1
 
 
-@pytest.mark.parametrize("case", ["dup-engine-block", "alias-bomb", "ssh-key-newline"])
-def test_pytest_stops_with_one_line_and_no_traceback(case: str) -> None:
+def _case(name: str) -> tuple[str, str]:
+    expected = EXPECTED[name]
+    return str(CORPUS / f"{name}.yaml"), f", line {expected['line']}: {expected['says']}"
+
+
+@pytest.mark.parametrize(
+    ("plan", "then"),
+    [
+        _case("dup-engine-block"),
+        _case("alias-bomb"),
+        _case("ssh-key-newline"),
+        ("/dev/zero", ": not a regular file; give the path of a plan's YAML file"),
+    ],
+    ids=["dup-engine-block", "alias-bomb", "ssh-key-newline", "dev-zero"],
+)
+def test_pytest_stops_with_one_line_and_no_traceback(plan: str, then: str) -> None:
     """As an operator meets it: `pytest --inventory PLAN` exits 4 (usage error) at once."""
-    plan = CORPUS / f"{case}.yaml"
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--inventory", str(plan), "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", "--inventory", plan, "-p", "no:cacheprovider"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     seconds = time.perf_counter() - started
     assert done.returncode == 4, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
-    assert (
-        done.stderr.strip()
-        == f"ERROR: --inventory {plan}, line {EXPECTED[case]['line']}: "
-        + str(EXPECTED[case]["says"])
-    )
+    assert done.stderr.strip() == f"ERROR: --inventory {plan}{then}"
     assert seconds < 10, seconds  # the interpreter and pytest's start-up; the refusal is ms
