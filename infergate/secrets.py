@@ -47,6 +47,7 @@ def plan_secrets(
     sends (the --api-key option, else INFERGATE_API_KEY or OPENAI_API_KEY)."""
     marked = inventory.engine.secret_env
     found = secret_values(inventory.engine.env, marked)
+    found += secret_values(docker_env(inventory.engine.docker_args), marked)
     for node in inventory.nodes:
         env = inventory.node_env(node)
         found += secret_values({**node.env, **env}, marked)
@@ -54,6 +55,19 @@ def plan_secrets(
     sent = resolve_api_key(option, environ or {}, inventory.engine.flags, {})
     found += list(sent.secrets()) if sent else []
     return tuple(sorted({s for s in found if len(s) >= MIN_LENGTH}, key=len, reverse=True))
+
+
+def docker_env(args: Sequence[str]) -> dict[str, str]:
+    """The variables that `-e K=V`, `--env K=V` or `--env=K=V` in docker_args set: on the
+    command line, where the plan put them, but hidden in every text all the same."""
+    env: dict[str, str] = {}
+    for before, word in zip(["", *args], args, strict=False):
+        given = word.removeprefix("--env=") if word.startswith("--env=") else None
+        given = word if before in ("-e", "--env") else given
+        if given and "=" in given:
+            key, _, value = given.partition("=")
+            env[key] = value
+    return env
 
 
 def hide(text: str, secrets: Sequence[str]) -> str:

@@ -85,6 +85,15 @@ def test_the_plan_secrets_are_every_secret_value_and_every_key() -> None:
     assert set(plan_secrets(plan(), None, {"INFERGATE_API_KEY": SENT})) == {*EVERY, SENT}
 
 
+def test_a_secret_the_plan_put_in_docker_args_is_hidden_too() -> None:
+    data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
+    data["engine"]["docker_args"] = ["-e", "VLLM_API_KEY=sk-in-docker-args", "--env=HF_HOME=/x",
+                                     "--env", "AWS_SECRET_ACCESS_KEY=aws-secret-1"]  # fmt: skip
+    found = plan_secrets(parse_inventory(data))
+    assert {"sk-in-docker-args", "aws-secret-1"} <= set(found)
+    assert "/x" not in found
+
+
 def test_a_value_too_short_to_be_a_secret_is_left_in_texts() -> None:
     data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
     data["engine"]["env"]["HF_HUB_OFFLINE_TOKEN"] = "1"
