@@ -89,12 +89,16 @@ def wait_for_probe_containers(lab: Lab, run_id: str, timeout_s: float = 180) -> 
     raise AssertionError(f"no probe container of run {run_id} on every node")
 
 
-@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize(
+    ("number", "xdist"),
+    [(signal.SIGTERM, []), (signal.SIGHUP, []), (signal.SIGTERM, ["-n", "2"])],
+    ids=["SIGTERM", "SIGHUP", "SIGTERM-to-the-xdist-controller"],
+)
 def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it(
-    engine_lab, pytester, number
+    engine_lab, pytester, number, xdist
 ):
     engine_lab.apply_fault("foreign-container", "node1", "0.2")
-    first = Suite(pytester, "first", TP2, "-m", "deploy")
+    first = Suite(pytester, "first", TP2, "-m", "deploy", *xdist)
     run_id = first.run_id()
     first.wait_for(r"node2 \(10\.251\.0\.12\): started")
     second = Suite(pytester, "second", TP2, "-m", "preflight", "--lock-wait", "0")
@@ -104,6 +108,7 @@ def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it
     assert f"the cluster lock is held by run {run_id} (plan lab-moe-tp2, by root@" in said
     assert not (second.dir / "report" / "deploy.log").exists()
     took = first.end(number)
+    print(f"{signal.Signals(number).name} {xdist}: the run ended {took:.1f} s after it")
     assert first.proc.returncode == 2, first.output()  # pytest's "interrupted", as for Ctrl-C
     assert took < 60, first.output()
     assert left_on_nodes(engine_lab) == {}
@@ -121,6 +126,7 @@ def test_signal_mid_preflight_removes_the_probe_containers(engine_lab, pytester,
     run_id = run.run_id()
     wait_for_probe_containers(engine_lab, run_id)
     took = run.end(number)
+    print(f"{signal.Signals(number).name} mid-preflight: the run ended {took:.1f} s after it")
     assert run.proc.returncode == 2, run.output()
     assert took < 60, run.output()
     assert left_on_nodes(engine_lab) == {}
