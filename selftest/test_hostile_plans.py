@@ -117,7 +117,8 @@ def test_pytest_stops_with_one_line_and_no_traceback(plan: str, then: str) -> No
     """As an operator meets it: `pytest --inventory PLAN` exits 4 (usage error) at once."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--inventory", plan, "-p", "no:cacheprovider"],
+        # one word: pytest reads a separate path outside the project as its rootdir
+        [sys.executable, "-m", "pytest", f"--inventory={plan}", "-p", "no:cacheprovider"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     seconds = time.perf_counter() - started
