@@ -339,3 +339,21 @@ def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
         said
     )
     assert " passed" not in said
+
+
+def test_a_head_ssh_cannot_reach_is_left_to_the_ssh_tests(pytester, tmp_path):
+    """The lock is not taken when SSH cannot reach the head (nothing can start there), and
+    the run goes on so that the SSH test names the head with its own remedy."""
+    plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    for i, node in enumerate(plan["nodes"]):
+        node["address"], node["ssh"]["port"] = f"127.0.0.{i + 1}", 1  # connection refused
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    run = pytester.runpytest_subprocess(
+        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+        f"--inventory={path}", "-m", "preflight", "-k", "ssh", "--lock-wait", "0", *PHASE_DIRS,
+    )  # fmt: skip
+    said = run.stdout.str()
+    assert "infergate: cluster lock not taken: node1 (127.0.0.1) is unreachable over SSH" in said
+    assert run.ret == pytest.ExitCode.TESTS_FAILED, said
+    assert "node1 (127.0.0.1) is unreachable over SSH" in said.split("cluster lock not taken")[1]

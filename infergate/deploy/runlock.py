@@ -109,11 +109,15 @@ def busy_problem(busy: Busy, wait_s: float, head: str) -> Problem:
 
 
 def no_reply_problem(status: int | None, stderr: str, head: str) -> Problem:
-    """The lock could not be asked for at all (SSH failed, no flock on the head)."""
+    """The head answered the lock request with neither HELD nor BUSY: no flock(1) there
+    (127), its lock directory not writable (71), or no answer before the deadline (None)."""
     said = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
+    cause = {127: "flock(1) is missing on the head: install util-linux there",
+             71: f"{LOCK_DIR} cannot be written on the head: make it writable for the SSH user",
+             None: "the head did not answer in time: check its load and `pytest -m preflight "
+                   "-k ssh`"}.get(status, "read what the head said above")  # fmt: skip
     return Problem(
         f"no answer to the lock request (exit {status}): {said[:300]}",
         f"the cluster lock taken on the head {head}",
-        "reach the head over SSH (`pytest -m preflight -k ssh`) and install flock "
-        "(util-linux) there",
+        cause,
     )
