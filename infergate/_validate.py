@@ -287,10 +287,30 @@ def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
             key_path = join(path, key)
             if not _ENV_KEY_RE.fullmatch(key):
                 raise InventoryError(key_path, f"{key!r} is not an environment variable name")
-            env[key] = _env_value(raw, key_path, placeholders)
+            try:
+                env[key] = _env_value(raw, key_path, placeholders)
+            except InventoryError as e:
+                if not isinstance(raw, str) or not _secret_name(key):
+                    raise
+                # a secret's value (HF_TOKEN): the error names the key, never quotes the value
+                raise InventoryError(key_path, _hidden(e.message, raw), e.line) from None
         return env
 
     return read
+
+
+def _secret_name(key: str) -> bool:
+    from infergate.secrets import is_secret_name  # here: infergate.secrets imports the parser
+
+    return is_secret_name(key)
+
+
+def _hidden(message: str, raw: object) -> str:
+    """MESSAGE without the value it quotes (whole or its first 40 characters)."""
+    text = str(raw)
+    for shown in (repr(text), repr(text[:40]), text):
+        message = message.replace(shown, "the value") if len(shown) >= 4 else message
+    return message
 
 
 def _env_value(raw: object, path: str, placeholders: tuple[str, ...]) -> str:

@@ -100,6 +100,16 @@ def test_a_value_too_short_to_be_a_secret_is_left_in_texts() -> None:
     assert "1" not in plan_secrets(parse_inventory(data))
 
 
+@pytest.mark.parametrize("value", ["one\nINJECTED=two", "hf_{unknown}_secret"])
+def test_a_plan_error_about_an_env_value_never_quotes_it(value: str) -> None:
+    data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
+    data["engine"]["env"]["HF_TOKEN"] = value
+    with pytest.raises(InventoryError, match=r"engine.env.HF_TOKEN: ") as refused:
+        parse_inventory(data)
+    assert "INJECTED" not in str(refused.value)
+    assert "_secret" not in str(refused.value)
+
+
 def test_secret_env_names_a_variable() -> None:
     data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
     data["engine"]["secret_env"] = ["NOT A NAME"]
