@@ -234,7 +234,10 @@ def test_leaky(inventory):
 '''
 
 
-def test_a_failing_test_shows_no_secret_anywhere(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_failing_test_shows_no_secret_anywhere(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
     """The terminal (-vvv, --showlocals, live DEBUG logs) and the JUnit file of a run
     whose test fails printing, logging and asserting on the plan's secrets."""
     plan_path = pytester.path / "plan.yaml"
@@ -245,7 +248,7 @@ def test_a_failing_test_shows_no_secret_anywhere(pytester: pytest.Pytester) -> N
     result = pytester.runpytest_subprocess(
         "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
         f"--inventory={plan_path}", f"--junitxml={junit}", "-vvv", "--showlocals",
-        "--log-level=DEBUG", "-o", "log_cli=true", "--api-key", SENT, "-k", "leaky",
+        "--log-level=DEBUG", "-o", "log_cli=true", "--api-key", SENT, "-k", "leaky", *workers,
         str(ROOT / "tests_deploy"), str(test),
     )  # fmt: skip
     output = result.stdout.str() + result.stderr.str()
