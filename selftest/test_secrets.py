@@ -6,6 +6,7 @@ records show none, and that what the run keeps is this user's alone (0700, 0600)
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
@@ -156,6 +157,30 @@ def test_sglang_appends_its_key_to_its_own_argv_never_the_process_argv() -> None
     without = parse_inventory(yaml.safe_load((ROOT / "inventories" / PLANS["sglang"]).read_text()))
     plain = next(s for s in plan_launch(without, "run1").steps if isinstance(s, Start))
     assert "-m sglang.launch_server" in plain.command
+
+
+STAND_IN = """import json, os, sys
+cmdline = open("/proc/self/cmdline", "rb").read().decode()
+print(json.dumps({"argv": sys.argv[1:], "cmdline": cmdline, "env": "SGLANG_API_KEY" in os.environ}))
+"""
+
+
+def test_sglangs_launcher_hands_the_key_to_its_parser_not_to_ps(tmp_path: Path) -> None:
+    """The launcher, run for real, with a stand-in `sglang.launch_server` that reports what
+    its argument parser would read and what the process's argv (`ps`) shows."""
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    (tmp_path / "sglang" / "launch_server.py").write_text(STAND_IN)
+    start = next(s for s in plan_launch(plan("sglang"), "run1").steps if isinstance(s, Start))
+    words = shlex.split(start.command.splitlines()[-1])
+    command = words[words.index("python3") :]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "SGLANG_API_KEY": KEY}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    seen = json.loads(done.stdout)
+    assert seen["argv"][-2:] == ["--api-key", KEY]
+    assert seen["argv"][:2] == ["--model-path", plan("sglang").model.path]
+    assert KEY not in seen["cmdline"]
+    assert seen["env"] is False  # its children do not inherit it
 
 
 @pytest.mark.parametrize("kind", list(PLANS))
