@@ -33,7 +33,7 @@ from infergate.deploy.runlock import (
     lock_dir,
     parse_lock_reply,
 )
-from infergate.deploy.runs import check_removed, check_run_not_taken, parse_run_listing, runs_on
+from infergate.deploy.runs import check_removed, check_run_not_taken, parse_run_listing
 from infergate.inventory import Inventory, parse_inventory
 from infergate.lab.engine import Ran
 from selftest.suite import PHASE_DIRS, ROOT
@@ -77,7 +77,6 @@ def test_this_runs_own_containers_and_probe_are_exempt():
 def test_the_run_listing_names_each_run_and_its_plan():
     found = parse_run_listing((DATA / "run-listing.txt").read_text())
     assert {(c.run_id, c.plan) for c in found} == {(OTHER, "lab"), (OTHER, "(preflight probe)")}
-    assert runs_on({"node1": found}) == {OTHER: ["node1"]}
 
 
 def test_a_launch_whose_id_is_taken_names_the_containers():

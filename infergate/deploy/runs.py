@@ -102,17 +102,6 @@ def parse_run_listing(text: str) -> list[RunContainer]:
     return of_runs(parse_docker_ps_json(text))
 
 
-def runs_on(listings: dict[str, list[RunContainer]]) -> dict[str, list[str]]:
-    """Run id -> the nodes that hold its containers."""
-    runs: dict[str, list[str]] = {}
-    for node, containers in listings.items():
-        for c in containers:
-            nodes = runs.setdefault(c.run_id, [])
-            if node not in nodes:
-                nodes.append(node)
-    return runs
-
-
 def check_run_not_taken(run_id: str, listing: str) -> list[Problem]:
     """No container on the node carries this run's id, as a label or in its name, before the
     launch starts (name_command's output): the run's teardown removes by label, and would
