@@ -19,6 +19,7 @@ from fixtures.inimage import _command as probe_command
 from fixtures.inventory import load_inventory
 from infergate.checks.inimage import body, check_all_reduce
 from infergate.checks.probe import parse_sections
+from infergate.lab.engine import node_io
 from selftest.suite import ROOT, SuiteRun, run_suite
 
 # the first test may wait for the engine to be built (cold: ~6 min): past the 600 s backstop
@@ -312,11 +313,12 @@ def test_probe_container_gets_the_plans_docker_args_and_runs_the_image_by_id(eng
     inventory = replace(inventory, image=replace(inventory.image, id=image_id))
     commands = [probe_command(inventory, n, rank, "docker-args", True)
                 for rank, n in enumerate(inventory.nodes)]  # fmt: skip
-    assert all("--pull=never" in c and f" {image_id} env MASTER_ADDR=" in c for c in commands)
+    assert all("--pull=never" in c and f" {image_id} env MASTER_ADDR=" in c for c, _ in commands)
+    io = node_io(engine_lab)  # the env goes as the command's stdin (--env-file /dev/stdin)
 
-    def probe(node_command: tuple[str, str]):
-        node, command = node_command
-        return parse_sections(engine_lab.ssh(node, [shlex.join(["sh", "-c", command])], 300).stdout)
+    def probe(node_command: tuple[str, tuple[str, str]]):
+        node, (command, env) = node_command
+        return parse_sections(io(node, command, 300, env).stdout)
 
     with ThreadPoolExecutor(len(NODES)) as pool:
         seen = dict(zip(NODES, pool.map(probe, zip(NODES, commands, strict=True)), strict=True))
