@@ -356,3 +356,25 @@ def test_a_head_ssh_cannot_reach_is_left_to_the_ssh_tests(pytester, tmp_path):
     assert "infergate: cluster lock not taken: node1 (127.0.0.1) is unreachable over SSH" in said
     assert run.ret == pytest.ExitCode.TESTS_FAILED, said
     assert "node1 (127.0.0.1) is unreachable over SSH" in said.split("cluster lock not taken")[1]
+
+
+def test_deploy_down_leaves_the_run_that_holds_the_cluster(tmp_path):
+    """A run that holds the lock is running: `deploy down --run` of it removes nothing and
+    says so (its own teardown removes its containers)."""
+    plan = ROOT / "inventories" / "h200-device.yaml"
+    inventory = parse_inventory(yaml.safe_load(plan.read_text()))
+    live = "20261201-032000-1111222233334444"
+    command = lock_command(holder(live), 30, lock_dir(inventory))
+    other = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout.readline().strip() == "HELD"
+        done = subprocess.run([sys.executable, "-m", "infergate.deploy", "down", "--run", live,
+                               "--inventory", str(plan)], capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+    finally:
+        other.stdin.close()
+        other.wait(timeout=10)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith(f"h200 (localhost): the cluster lock is held by run {live} ")
+    assert "it is running; nothing removed" in done.stdout

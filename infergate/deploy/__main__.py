@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from infergate.deploy.runlock import HeldLock, ask_lock, this_holder
 from infergate.deploy.runs import (
     check_removed,
     list_command,
@@ -50,19 +51,39 @@ class Ran:
     said: str
 
 
-def down_node(inventory: Inventory, node: Node, run_id: str | None, path: str) -> str:
-    """Remove the run's containers on NODE; what to print (its problems, if any)."""
+def down_node(
+    inventory: Inventory, node: Node, run_id: str | None, path: str, spare: str | None
+) -> str:
+    """Remove the run's containers on NODE (every run's but SPARE's, the live one, when
+    RUN_ID is None); what to print (its problems, if any)."""
     before = run_on(inventory, node, list_command(run_id), 30)
-    found = parse_run_listing(before.stdout) if before.status == 0 else []
-    removed = run_on(inventory, node, remove_command(run_id, GRACE_S), 60 + GRACE_S)
+    found = [c for c in parse_run_listing(before.stdout) if c.run_id != spare]
+    if run_id is None and spare:
+        targets = sorted({c.run_id for c in found})
+        command = "\n".join(remove_command(r, GRACE_S) for r in targets) or "true"
+    else:
+        command = remove_command(run_id, GRACE_S)
+    removed = run_on(inventory, node, command, 60 + GRACE_S)
     after = run_on(inventory, node, list_command(run_id), 30)
-    left = [c.name for c in parse_run_listing(after.stdout)] if after.status == 0 else []
+    left = [c.name for c in parse_run_listing(after.stdout) if c.run_id != spare]
     problems = check_removed(run_id, (removed.status, removed.said),
-                             (after.status, after.said), left, path)  # fmt: skip
+                             (after.status, after.said), left if after.status == 0 else [],
+                             path)  # fmt: skip
     if problems:
         return describe_all(node.where, problems)
     gone = [f"{c.name} (run {c.run_id}, plan {c.plan}, {c.status})" for c in found]
     return f"{node.where}: removed {len(gone)} container(s)" + "".join(f"\n  - {g}" for g in gone)
+
+
+def live_run(inventory: Inventory) -> tuple[HeldLock | None, str | None, str]:
+    """Hold the cluster lock while removing (no run starts meanwhile); when a run holds it,
+    that run is live: its id, and a line that says so."""
+    held, busy, _ = ask_lock(inventory, this_holder("deploy-down", inventory.name), 0)
+    if busy is None:
+        return held, None, ""
+    live = busy.holder.run_id if busy.holder else None
+    who = busy.holder.describe() if busy.holder else f"an unknown holder ({busy.said})"
+    return None, live, f"{inventory.head.where}: the cluster lock is held by {who}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,17 +92,27 @@ def main(argv: list[str] | None = None) -> int:
     down = commands.add_parser("down", help="remove a run's containers on every node")
     which = down.add_mutually_exclusive_group(required=True)
     which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
-    which.add_argument("--all-runs", action="store_true", help="every run of this suite")
+    which.add_argument("--all-runs", action="store_true",
+                       help="every run of this suite but the one running now")  # fmt: skip
     down.add_argument("--inventory", metavar="PATH", default=DEFAULT_INVENTORY)
     args = parser.parse_args(argv)
     try:
         inventory = load_plan(Path(args.inventory))
     except InventoryError as e:
         parser.error(f"--inventory {e.in_file(args.inventory)}")
-    with ThreadPoolExecutor(max(1, len(inventory.nodes))) as pool:
-        said = list(pool.map(lambda n: down_node(inventory, n, args.run, args.inventory),
-                             inventory.nodes))  # fmt: skip
-    print("\n".join(said))
+    held, live, note = live_run(inventory)
+    if note and (args.run == live or (args.all_runs and live is None)):
+        print(f"{note}: it is running; nothing removed. End that run first (its own teardown "
+              "removes its containers)")  # fmt: skip
+        return 1
+    try:
+        with ThreadPoolExecutor(max(1, len(inventory.nodes))) as pool:
+            said = list(pool.map(lambda n: down_node(inventory, n, args.run, args.inventory,
+                                                     live), inventory.nodes))  # fmt: skip
+    finally:
+        if held:
+            held.release()
+    print("\n".join(([f"{note}: its containers are left running"] if note else []) + said))
     return 1 if any(" problem(s)\n" in text.split("\n", 1)[0] + "\n" for text in said) else 0
 
 

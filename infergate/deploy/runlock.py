@@ -12,21 +12,30 @@ Beside the lock, the holder writes who it is (run, plan, user@host, pid, start t
 the pid of its shell on the head, so that the run that waits names the one that holds it,
 and an operator can end a holder whose connection is stuck: `kill PID` on the head.
 
-Nothing here touches a node: the fixture runs the command and hands back its first line.
+The holder's side is at the end: one process per request (the suite's fixture and
+`deploy down` use it); the rest is pure.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import shlex
+import socket
+import subprocess
+import threading
+import time
 from dataclasses import dataclass
 
+from infergate.deploy.runs import ssh_command
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
 LOCK_DIR = "/run/infergate/lock"  # tmpfs: a reboot leaves no stale holder note
 HELD, BUSY = "HELD", "BUSY"
 BUSY_EXIT = 75  # EX_TEMPFAIL
+SSH_FAILED = 255
 
 
 @dataclass(frozen=True)
@@ -121,3 +130,62 @@ def no_reply_problem(status: int | None, stderr: str, head: str) -> Problem:
         f"the cluster lock taken on the head {head}",
         cause,
     )
+
+
+# -- the holder's side: one ssh (or sh) process per request
+
+
+def this_holder(run_id: str, plan: str) -> Holder:
+    """This process as the holder of RUN_ID, now."""
+    return Holder(run_id, plan, f"{getpass.getuser()}@{socket.gethostname()}", os.getpid(),
+                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # fmt: skip
+
+
+class HeldLock:
+    """The SSH session that holds the lock on the head."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+
+    def release(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()  # the head's `cat` ends, and with it the lock
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def ask_lock(
+    inventory: Inventory, holder: Holder, wait_s: float
+) -> tuple[HeldLock | None, Busy | None, tuple[int | None, str]]:
+    """One request for the lock: held, or who holds it, or ssh's exit status and stderr."""
+    argv = ssh_command(inventory.head, inventory.thresholds.connect_timeout_s,
+                       lock_command(holder, wait_s, lock_dir(inventory)))  # fmt: skip
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               # a terminal's Ctrl-C must not end it before the teardown
+                               start_new_session=True)  # fmt: skip
+    line = _first_line(process, wait_s + inventory.thresholds.connect_timeout_s + 15)
+    busy = parse_lock_reply(line) if line else None
+    if line and busy is None:
+        return HeldLock(process), None, (0, "")
+    answered = process.poll() is not None
+    HeldLock(process).release()  # ended by itself (refused, ssh failed), or killed now
+    return None, busy, (process.returncode if answered else None, _stderr(process))
+
+
+def _first_line(process: subprocess.Popen[str], timeout_s: float) -> str:
+    got: list[str] = []
+    out = process.stdout
+    assert out is not None
+    reader = threading.Thread(target=lambda: got.append(out.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    return got[0].strip() if got else ""
+
+
+def _stderr(process: subprocess.Popen[str]) -> str:
+    """What an ended process wrote to stderr."""
+    return process.stderr.read() if process.stderr else ""
