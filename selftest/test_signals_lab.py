@@ -119,14 +119,18 @@ def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it
     assert "cluster lock on node1 (10.251.0.11) taken by run" in third.output()
 
 
-@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_signal_mid_preflight_removes_the_probe_containers(engine_lab, pytester, number):
+@pytest.mark.parametrize(
+    ("number", "xdist"),
+    [(signal.SIGTERM, []), (signal.SIGHUP, []), (signal.SIGTERM, ["-n", "2"])],
+    ids=["SIGTERM", "SIGHUP", "SIGTERM-to-the-xdist-controller"],
+)
+def test_signal_mid_preflight_removes_the_probe_containers(engine_lab, pytester, number, xdist):
     engine_lab.apply_fault("foreign-container", "node1", "0.2")
-    run = Suite(pytester, "preflight", TP2, "-m", "preflight", "--in-image", "fresh")
+    run = Suite(pytester, "preflight", TP2, "-m", "preflight", "--in-image", "fresh", *xdist)
     run_id = run.run_id()
     wait_for_probe_containers(engine_lab, run_id)
     took = run.end(number)
-    print(f"{signal.Signals(number).name} mid-preflight: the run ended {took:.1f} s after it")
+    print(f"{signal.Signals(number).name} {xdist} mid-preflight: ended {took:.1f} s after it")
     assert run.proc.returncode == 2, run.output()
     assert took < 60, run.output()
     assert left_on_nodes(engine_lab) == {}
