@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
     which.add_argument("--all-runs", action="store_true",
                        help="every run of this suite but the one running now")  # fmt: skip
-    down.add_argument("--inventory", metavar="PATH", default=DEFAULT_INVENTORY)
+    down.add_argument("--inventory", metavar="PATH", default=DEFAULT_INVENTORY,
+                      help=f"the plan of the nodes (default {DEFAULT_INVENTORY})")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         inventory = load_plan(Path(args.inventory))
