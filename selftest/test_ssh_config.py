@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fixtures.hosts import ssh_config
+from fixtures.hosts import connections, ssh_config
 from fixtures.ssh_config import SshConfigError
 from infergate.inventory import Inventory, parse_inventory
 
@@ -130,3 +130,10 @@ def test_an_external_jump_host_gets_the_same_hardening(tmp_path):
     assert known[1].endswith("/.ssh/known_hosts")  # where the user trusted it before
     assert jump["identityfile"] == "/var/lib/infergate-lab/ssh/id_ed25519"
     assert "controlpath" not in jump or jump["controlpath"] == "none"
+
+
+def test_each_jump_on_the_way_adds_a_connect_timeout_to_the_local_deadline():
+    sparks = parse_inventory(yaml.safe_load((INVENTORIES / "two-sparks-vllm.yaml").read_text()))
+    assert [connections(n, sparks) for n in sparks.nodes] == [1, 2]
+    external = plan_with(jump="ops@bastion.example")
+    assert [connections(n, external) for n in external.nodes] == [2, 1]
