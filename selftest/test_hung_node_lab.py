@@ -68,8 +68,10 @@ PYTEST_TIMEOUT = "Timeout (>"  # how pytest-timeout's failure begins
 
 
 @pytest.fixture
-def node2_hangs(lab: Lab) -> Iterator[None]:
-    """Set and cleared inside the node, not over ssh: no command of this fixture hangs."""
+def node2_hangs(engine_lab: Lab) -> Iterator[None]:
+    """Set and cleared inside the node, not over ssh: no command of this fixture hangs (the
+    engine's image and model on every node: node1's checks must find them)."""
+    lab = engine_lab
     in_node2 = ["sh", "-c", f"printf %s {shlex.quote(HUNG_BASHRC)} > /root/.bashrc"]
     lab.node_exec("node2", in_node2)
     yield
