@@ -78,3 +78,9 @@ def test_a_master_opened_by_a_lax_plan_does_not_serve_a_strict_one(masters):
     with pytest.raises(NodeUnreachable, match=r"^node2 \(10\.251\.0\.12\) is unreachable over "
                        "SSH: no host key for 10.251.0.12 in "):  # fmt: skip
         remote(strict, masters, "strict", own).run("hostname")
+
+
+def test_testinfra_modules_reach_the_node_through_the_same_config(masters):
+    host = remote(plan_with(), masters, "testinfra", masters / "unused").host
+    assert host.run("hostname").stdout == "node2\n"
+    assert host.file("/proc/sys/kernel/hostname").content_string == "node2\n"
