@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from fixtures.hosts import connections, ssh_config
-from fixtures.ssh_config import SshConfigError
 from infergate.inventory import Inventory, parse_inventory
+from infergate.ssh_config import SshConfigError, plan_known_hosts, plan_ssh_config, ssh_command
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 
@@ -137,3 +137,20 @@ def test_each_jump_on_the_way_adds_a_connect_timeout_to_the_local_deadline():
     assert [connections(n, sparks) for n in sparks.nodes] == [1, 2]
     external = plan_with(jump="ops@bastion.example")
     assert [connections(n, external) for n in external.nodes] == [2, 1]
+
+
+def test_the_lock_and_deploy_down_connect_with_the_suites_trust_on_their_own(tmp_path):
+    """The cluster lock and `deploy down` hold their own connection: the plan's ssh_config
+    (accept-new against the plan's file, the hardening), never a master's socket."""
+    plan = plan_with(verify_host_key=False, known_hosts=None)
+    config = plan_ssh_config(plan, tmp_path / "lax.yaml")
+    argv = ssh_command(config, plan.nodes[0], "flock ...")
+    assert argv[-2:] == ["node1", "flock ..."]
+    out = subprocess.run(["ssh", "-G", *argv[1:-1]], capture_output=True, text=True, check=True)
+    opts = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    assert opts["stricthostkeychecking"] == "accept-new"
+    assert opts["userknownhostsfile"] == str(plan_known_hosts(tmp_path / "lax.yaml"))
+    assert (opts["batchmode"], opts["controlmaster"]) == ("yes", "false")
+    assert "controlpath" not in opts  # ControlPath=none: ssh -G prints no socket at all
+    assert ssh_command(config, dataclasses.replace(plan.nodes[0], ssh=dataclasses.replace(
+        plan.nodes[0].ssh, connection="local")), "true") == ["sh", "-c", "true"]  # fmt: skip

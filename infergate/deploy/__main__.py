@@ -22,19 +22,20 @@ from infergate.deploy.runs import (
     list_command,
     parse_run_listing,
     remove_command,
-    ssh_command,
 )
 from infergate.inventory import Inventory, InventoryError, Node
 from infergate.plan_yaml import load_plan
 from infergate.problems import describe_all
+from infergate.ssh_config import SshConfigError, plan_ssh_config, ssh_command
 
 DEFAULT_INVENTORY = "inventories/lab.yaml"
 GRACE_S = 5
 
 
-def run_on(inventory: Inventory, node: Node, command: str, timeout_s: float) -> Ran:
-    """Exit status, stdout and stderr's last line; a local deadline kills ssh (124)."""
-    argv = ssh_command(node, inventory.thresholds.connect_timeout_s, command)
+def run_on(config: Path, node: Node, command: str, timeout_s: float) -> Ran:
+    """COMMAND on NODE over the plan's ssh_config CONFIG: exit status, stdout and stderr's
+    last line; a local deadline kills ssh (124)."""
+    argv = ssh_command(config, node, command)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
                               check=False)  # fmt: skip
@@ -51,20 +52,18 @@ class Ran:
     said: str
 
 
-def down_node(
-    inventory: Inventory, node: Node, run_id: str | None, path: str, spare: str | None
-) -> str:
+def down_node(config: Path, node: Node, run_id: str | None, path: str, spare: str | None) -> str:
     """Remove the run's containers on NODE (every run's but SPARE's, the live one, when
     RUN_ID is None); what to print (its problems, if any)."""
-    before = run_on(inventory, node, list_command(run_id), 30)
+    before = run_on(config, node, list_command(run_id), 30)
     found = [c for c in parse_run_listing(before.stdout) if c.run_id != spare]
     if run_id is None and spare:
         targets = sorted({c.run_id for c in found})
         command = "\n".join(remove_command(r, GRACE_S) for r in targets) or "true"
     else:
         command = remove_command(run_id, GRACE_S)
-    removed = run_on(inventory, node, command, 60 + GRACE_S)
-    after = run_on(inventory, node, list_command(run_id), 30)
+    removed = run_on(config, node, command, 60 + GRACE_S)
+    after = run_on(config, node, list_command(run_id), 30)
     left = [c.name for c in parse_run_listing(after.stdout) if c.run_id != spare]
     problems = check_removed(run_id, (removed.status, removed.said),
                              (after.status, after.said), left if after.status == 0 else [],
@@ -75,10 +74,10 @@ def down_node(
     return f"{node.where}: removed {len(gone)} container(s)" + "".join(f"\n  - {g}" for g in gone)
 
 
-def live_run(inventory: Inventory) -> tuple[HeldLock | None, str | None, str]:
+def live_run(inventory: Inventory, config: Path) -> tuple[HeldLock | None, str | None, str]:
     """Hold the cluster lock while removing (no run starts meanwhile); when a run holds it,
     that run is live: its id, and a line that says so."""
-    held, busy, _ = ask_lock(inventory, this_holder("deploy-down", inventory.name), 0)
+    held, busy, _ = ask_lock(inventory, config, this_holder("deploy-down", inventory.name), 0)
     if busy is None:
         return held, None, ""
     live = busy.holder.run_id if busy.holder else None
@@ -101,14 +100,18 @@ def main(argv: list[str] | None = None) -> int:
         inventory = load_plan(Path(args.inventory))
     except InventoryError as e:
         parser.error(f"--inventory {e.in_file(args.inventory)}")
-    held, live, note = live_run(inventory)
+    try:
+        config = plan_ssh_config(inventory, Path(args.inventory))
+    except SshConfigError as e:
+        parser.error(f"--inventory {args.inventory}: {e}")
+    held, live, note = live_run(inventory, config)
     if note and (args.run == live or (args.all_runs and live is None)):
         print(f"{note}: it is running; nothing removed. End that run first (its own teardown "
               "removes its containers)")  # fmt: skip
         return 1
     try:
         with ThreadPoolExecutor(max(1, len(inventory.nodes))) as pool:
-            said = list(pool.map(lambda n: down_node(inventory, n, args.run, args.inventory,
+            said = list(pool.map(lambda n: down_node(config, n, args.run, args.inventory,
                                                      live), inventory.nodes))  # fmt: skip
     finally:
         if held:

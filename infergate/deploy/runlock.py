@@ -27,10 +27,11 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from infergate.deploy.runs import ssh_command
 from infergate.inventory import Inventory
 from infergate.problems import Problem
+from infergate.ssh_config import ssh_command
 
 LOCK_DIR = "/run/infergate/lock"  # tmpfs: a reboot leaves no stale holder note
 HELD, BUSY = "HELD", "BUSY"
@@ -158,11 +159,11 @@ class HeldLock:
 
 
 def ask_lock(
-    inventory: Inventory, holder: Holder, wait_s: float
+    inventory: Inventory, config: Path, holder: Holder, wait_s: float
 ) -> tuple[HeldLock | None, Busy | None, tuple[int | None, str]]:
-    """One request for the lock: held, or who holds it, or ssh's exit status and stderr."""
-    argv = ssh_command(inventory.head, inventory.thresholds.connect_timeout_s,
-                       lock_command(holder, wait_s, lock_dir(inventory)))  # fmt: skip
+    """One request for the lock, over the plan's ssh_config CONFIG: held, or who holds it,
+    or ssh's exit status and stderr."""
+    argv = ssh_command(config, inventory.head, lock_command(holder, wait_s, lock_dir(inventory)))
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
                                # a terminal's Ctrl-C must not end it before the teardown

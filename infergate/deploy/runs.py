@@ -24,7 +24,6 @@ from infergate.checks.containers import (
     parse_docker_ps_json,
 )
 from infergate.checks.inimage import PROBE_LABEL
-from infergate.inventory import Node
 from infergate.problems import Problem
 
 LABELS = (RUN_LABEL, PROBE_LABEL)  # every container of this suite carries one of them
@@ -178,18 +177,3 @@ def removal_remedy(run_id: str | None, inventory_path: str | None, done: Exit) -
     """Lead with the cause, then the command that finishes the removal."""
     return (f"{_cause(done)}; then run `{down_command(run_id, inventory_path)}`, or on the "
             f"node `{node_remove_hint(run_id)}`")  # fmt: skip
-
-
-def ssh_command(node: Node, connect_timeout_s: float, command: str) -> list[str]:
-    """COMMAND on NODE: the plan's own ssh command for it (Node.ssh_argv: user, port, key,
-    known_hosts, jump hosts), hardened as the suite's (batch mode, its connect timeout, a
-    dead node noticed in ~6 s) and on a connection of its own, so that what it holds (the
-    cluster lock) lives exactly as long as this one process."""
-    argv = node.ssh_argv("sh", "-c", command)
-    if node.ssh.connection == "local":
-        return argv
-    options = ["BatchMode=yes", f"ConnectTimeout={max(1, round(connect_timeout_s))}",
-               "ServerAliveInterval=2", "ServerAliveCountMax=3", "ControlMaster=no",
-               "ControlPath=none", "LogLevel=ERROR"]  # fmt: skip
-    hardening = [a for o in options for a in ("-o", o)]
-    return [argv[0], *hardening, *argv[1:]]
