@@ -299,6 +299,22 @@ def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
     return read
 
 
+def flag_list(value: object, path: str) -> tuple[str, ...]:
+    """engine.flags, one line each. An error about an API key (the value after `--api-key`,
+    or `--api-key=K`) names its place, never the key."""
+    try:
+        return list_of(text)(value, path)
+    except InventoryError as e:
+        from infergate.apikey import engine_keys  # here: as _secret_name
+
+        given = [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
+        keys = [k.value for k in engine_keys(given, {}) if k.value]
+        message = e.message
+        for flag in (x for x in given if any(k in x for k in keys)):
+            message = _hidden(message, flag)
+        raise InventoryError(e.path, message, e.line) from None
+
+
 def _secret_name(key: str) -> bool:
     from infergate.secrets import is_secret_name  # here: infergate.secrets imports the parser
 

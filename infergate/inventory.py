@@ -364,7 +364,7 @@ def _engine(data: object, path: str) -> Engine:
         dist_init_addr=s.need("dist_init_addr", v.ipv4_address),
         dist_init_port=s.need("dist_init_port", v.PORT),
         api_port=s.need("api_port", v.PORT),
-        flags=s.get("flags", v.list_of(v.text), ()),
+        flags=s.get("flags", v.flag_list, ()),
         env=s.get("env", _ENV, {}),
         docker_args=s.get("docker_args", v.list_of(v.text), ()),
         secret_env=s.get("secret_env", v.list_of(v.ENV_NAME), ()),

@@ -111,6 +111,15 @@ def test_a_plan_error_about_an_env_value_never_quotes_it(value: str) -> None:
     assert "_secret" not in str(refused.value)
 
 
+@pytest.mark.parametrize("flags", [["--api-key", "sk-live-\x01abc"], ["--api-key=sk-live-\x01abc"]])
+def test_a_plan_error_about_an_api_key_flag_never_quotes_the_key(flags: list[str]) -> None:
+    data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
+    data["engine"]["flags"] = flags
+    with pytest.raises(InventoryError, match=r"engine.flags\[\d\]: .*control character") as refused:
+        parse_inventory(data)
+    assert "sk-live" not in str(refused.value)
+
+
 def test_secret_env_names_a_variable() -> None:
     data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
     data["engine"]["secret_env"] = ["NOT A NAME"]
