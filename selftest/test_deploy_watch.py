@@ -10,6 +10,7 @@ memory (the hold-memory fault beside a 3 GiB KV cache).
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,25 @@ def test_apply_poll_reads_state_and_only_the_new_lines() -> None:
     apply_poll(watch, f"exited 137 true\n{LOG_MARK}\nc\n")
     assert (watch.state, watch.exit_code, watch.oom_killed) == ("exited", 137, True)
     assert watch.lines == ["a", "b", "c"]
+
+
+def test_a_progress_bar_line_does_not_make_the_next_poll_skip_a_line(tmp_path) -> None:
+    """vLLM's shard loading writes a tqdm bar with "\r" inside one log line; the next poll is
+    `tail -n +N` (real tail here), which counts "\n" only. The lab's keyed launch waited out
+    its deadline when node1's "Loading weights took" was the line skipped."""
+    log = tmp_path / "container.log"
+    log.write_text("init\nLoading shards:   0% | 0/1\rLoading shards: 100% | 1/1\n")
+    watch = NodeWatch("c")
+
+    def poll() -> list[str]:
+        tail = subprocess.run(["tail", "-n", f"+{len(watch.lines) + 1}", str(log)],
+                              capture_output=True, check=True).stdout.decode()  # fmt: skip
+        return apply_poll(watch, f"running 0 false\n{LOG_MARK}\n{tail}")
+
+    assert len(poll()) == 2
+    with log.open("a") as f:
+        f.write("Loading weights took 0.54 seconds\nnext\n")
+    assert poll() == ["Loading weights took 0.54 seconds", "next"]
 
 
 def test_apply_poll_tells_a_removed_container_from_one_never_started() -> None:

@@ -64,7 +64,11 @@ def apply_poll(watch: NodeWatch, text: str) -> list[str]:
     else:
         watch.state, watch.exit_code = fields[0], int(fields[1])
         watch.oom_killed = fields[2] == "true"
-    new = logs.splitlines()
+    # by "\n" only, as `tail -n +N` counts: a progress bar's "\r" (tqdm's shard loading)
+    # split off as lines of their own would make the next poll skip as many real ones
+    new = logs.split("\n")
+    if new[-1] == "":
+        new.pop()
     watch.lines += new
     return new
 
