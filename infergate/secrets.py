@@ -70,11 +70,6 @@ def docker_env(args: Sequence[str]) -> dict[str, str]:
     return env
 
 
-def hide(text: str, secrets: Sequence[str]) -> str:
-    """TEXT with every secret replaced by a marker (apikey.redact's)."""
-    return redact(text, secrets) if secrets else text
-
-
 class RedactingFilter(logging.Filter):
     """A logging filter that takes the secrets out of each record's message (testinfra logs
     every command with its whole output at DEBUG)."""
@@ -85,7 +80,7 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        hidden = hide(message, self.secrets)
+        hidden = redact(message, self.secrets)
         if hidden != message:
             record.msg, record.args = hidden, None
         return True

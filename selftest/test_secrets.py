@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from fixtures.inimage import _command as probe_command
-from infergate.apikey import HIDDEN
+from infergate.apikey import HIDDEN, redact
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, Heard, Ran
 from infergate.deploy.launch import ClusterJoined, Exec, Launch, Start
@@ -27,7 +27,6 @@ from infergate.docker_cli import ContainerSpec
 from infergate.inventory import Inventory, InventoryError, parse_inventory
 from infergate.secrets import (
     RedactingFilter,
-    hide,
     is_secret_name,
     plan_secrets,
     private_dir,
@@ -210,7 +209,7 @@ def test_an_env_value_with_a_line_break_is_refused_naming_its_key() -> None:
 
 
 def test_hide_and_the_log_filter_take_every_secret_out() -> None:
-    assert hide(f"a {TOKEN} b {KEY}", EVERY) == f"a {HIDDEN} b {HIDDEN}"
+    assert redact(f"a {TOKEN} b {KEY}", EVERY) == f"a {HIDDEN} b {HIDDEN}"
     record = logging.LogRecord("testinfra", logging.DEBUG, "f", 1, "RUN %s", (TOKEN,), None)
     RedactingFilter(EVERY).filter(record)
     assert record.getMessage() == f"RUN {HIDDEN}"
