@@ -161,15 +161,16 @@ def test_every_client_sends_the_key(server: str) -> None:
     assert client.get_json(f"{server}/v1", "/models", 5, key.value)[0] == 200
 
 
-def local_io(node: str, command: str, timeout_s: float) -> Ran:
+def local_io(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
     """This machine's shell as a node's: the gate's I/O without SSH."""
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=timeout_s,
+                          input=input)  # fmt: skip
     return Heard(done.returncode, done.stdout, done.stderr)
 
 
-def echo_key(node: str, command: str, timeout_s: float) -> Ran:
+def echo_key(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
     """A node whose every answer shows the key, as `docker logs` and `docker inspect` do."""
-    return local_io(node, f"echo {KEY}", timeout_s)
+    return local_io(node, f"echo {KEY}", timeout_s, input)
 
 
 def gated(base: str, key: ApiKey | None, said: list[str], io: NodeIo = local_io) -> Deployment:

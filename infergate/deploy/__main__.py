@@ -19,6 +19,7 @@ from pathlib import Path
 from infergate.deploy.runlock import HeldLock, ask_lock, this_holder
 from infergate.deploy.runs import (
     check_removed,
+    last_line,
     list_command,
     parse_run_listing,
     remove_command,
@@ -41,8 +42,7 @@ def run_on(config: Path, node: Node, command: str, timeout_s: float) -> Ran:
                               check=False)  # fmt: skip
     except subprocess.TimeoutExpired:
         return Ran(124, "", f"no answer within {timeout_s:g} s")
-    lines = done.stderr.strip().splitlines()
-    return Ran(done.returncode, done.stdout, lines[-1] if lines else "")
+    return Ran(done.returncode, done.stdout, last_line(done.stderr))
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from infergate.deploy.launch import (
 from infergate.deploy.runs import (
     check_removed,
     check_run_not_taken,
+    last_line,
     list_command,
     name_command,
     node_remove_hint,
@@ -420,8 +421,8 @@ class Deployment:
         except Exception as e:  # an unreachable node: name it, and still try the others
             return check_removed(run_id, (255, str(e)), (255, str(e)), [], self.inventory_path)
         left = [c.name for c in parse_run_listing(listed.stdout)]
-        return check_removed(run_id, (removed.exit_status, _last(removed.stderr)),
-                             (listed.exit_status, _last(listed.stderr)), left,
+        return check_removed(run_id, (removed.exit_status, last_line(removed.stderr)),
+                             (listed.exit_status, last_line(listed.stderr)), left,
                              self.inventory_path)  # fmt: skip
 
     def stop_hint(self) -> str:
@@ -436,18 +437,11 @@ class Deployment:
         return self.nodes[node].where
 
 
-def _last(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[-1] if lines else ""
-
-
 def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:
     """The node I/O whose answers come back through HIDE."""
 
     def run(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
-        done = (
-            io(node, command, timeout_s) if input is None else io(node, command, timeout_s, input)
-        )
+        done = io(node, command, timeout_s, input)
         return Heard(done.exit_status, hide(done.stdout), hide(done.stderr))
 
     return run
