@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from infergate._validate import InventoryError, argument, host, matching, text
+from infergate._validate import NODE_NAME_RE, InventoryError, argument, host, matching, text
 
 # Docker's reference grammar (distribution/reference, regexp.go), ASCII as in Go
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -23,7 +23,6 @@ _NAME_LIMIT = 255  # distribution/reference's NameTotalLengthMax
 
 # POSIX's portable user names (no '-' first), within useradd's 32 characters
 _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9._-]{0,31}")
-_NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _JUMP_RE = re.compile(r"(?:(?P<user>[^@]*)@)?(?P<host>\[[^\]]*\]|[^:@\[\]]*)(?::(?P<port>.*))?")
 _PORT_RE = re.compile(r"[0-9]{1,5}")
 
@@ -61,7 +60,7 @@ def ssh_path(value: object, path: str) -> str:
 def jump(value: object, path: str) -> str:
     """ssh.jump: a node of this plan (checked with the whole plan) or [user@]host[:port]."""
     found = text(value, path)
-    if _NODE_NAME_RE.fullmatch(found):
+    if NODE_NAME_RE.fullmatch(found):
         return found
     try:
         _host_port(found, path)

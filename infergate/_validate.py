@@ -18,7 +18,7 @@ T = TypeVar("T")
 Reader = Callable[[object, str], T]
 
 ROOT = "<root>"
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # also a Host pattern of the ssh_config
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DNS_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _IFNAME_RE = re.compile(r"[^\s/:-][^\s/:]{0,14}")  # IFNAMSIZ, the kernel's forbidden chars
@@ -196,7 +196,7 @@ def matching(pattern: re.Pattern[str], what: str) -> Reader[str]:
     return read
 
 
-NODE_NAME = matching(_NAME_RE, "a valid node name (letters, digits, '.', '_', '-')")
+NODE_NAME = matching(NODE_NAME_RE, "a valid node name (letters, digits, '.', '_', '-')")
 IFNAME = matching(
     _IFNAME_RE, "a valid interface name (1-15 characters, no spaces, '/' or ':', no '-' first)"
 )
