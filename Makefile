@@ -5,10 +5,12 @@ NODES  ?= 2
 
 .PHONY: demo test lint lab-up lab-down bench
 
-# the project's Python environment, remade when pyproject.toml changes
-$(BIN)/.installed: pyproject.toml
+# the project's Python environment, remade when a pyproject.toml changes: infergate itself
+# and its lab (a distribution of its own, lab/), both editable, so the clone runs the installed
+# form (the pytest plugin and the infergate command) on these very files
+$(BIN)/.installed: pyproject.toml lab/pyproject.toml
 	python3 -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' -e ./lab
 	touch $@
 
 # The main job on the embedded default: bring the lab up with its engine (image and model on
@@ -18,8 +20,8 @@ $(BIN)/.installed: pyproject.toml
 # the tiny Qwen3-MoE with tensor parallel 2 across the two lab nodes. Each launch prints its
 # milestones and is removed at the end; reports/<run id>/ keeps the reports and evidence.
 demo: $(BIN)/.installed
-	$(BIN)/python -m infergate.lab up -n $(NODES)
-	$(BIN)/python -m infergate.lab engine --smoke
+	$(BIN)/python -m infergate_lab up -n $(NODES)
+	$(BIN)/python -m infergate_lab engine --smoke
 	$(BIN)/pytest -m preflight
 	$(BIN)/pytest tests_deploy tests_inference
 	$(BIN)/pytest tests_deploy tests_inference --inventory=inventories/lab-moe-tp2.yaml
@@ -35,10 +37,10 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 
 lab-up: $(BIN)/.installed
-	$(BIN)/python -m infergate.lab up -n $(NODES)
+	$(BIN)/python -m infergate_lab up -n $(NODES)
 
 lab-down: $(BIN)/.installed
-	$(BIN)/python -m infergate.lab down
+	$(BIN)/python -m infergate_lab down
 
 bench: $(BIN)/.installed
 	$(BIN)/python scripts/bench_preflight.py

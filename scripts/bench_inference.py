@@ -4,7 +4,7 @@ side by side in one run; prints the ratios of output tokens/s and median TTFT pe
     python scripts/bench_inference.py [--levels 1,4,16] [--requests 16] [--max-tokens 64]
                                       [--rounds 2] [--inventory inventories/lab.yaml]
 
-Needs the lab with its engine (`python -m infergate.lab up && python -m infergate.lab
+Needs the lab with its engine (`python -m infergate_lab up && python -m infergate_lab
 engine`). Deploys the plan (or uses the server already answering on the head), then per
 level and round, one after the other: our client (infergate.inference, from this controller)
 and `vllm bench serve` from the lab image (a container on the last node, host network), both
@@ -31,9 +31,9 @@ from infergate.inference.client import run_load
 from infergate.inference.metrics import summarize
 from infergate.inference.plan import CHAT_PATH, chat_body
 from infergate.inventory import Inventory
-from infergate.lab import Lab
-from infergate.lab.engine import node_io
 from infergate.plan_yaml import load_plan
+from infergate_lab import Lab
+from infergate_lab.engine import node_io
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "::infergate-bench-result::"

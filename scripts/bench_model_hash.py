@@ -19,7 +19,7 @@ import statistics
 import time
 
 from infergate.checks.model_hash import hash_command, parse_model_hashes
-from infergate.lab import Lab
+from infergate_lab import Lab
 
 BENCH_DIR = "/srv/models/bench-model"
 DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"

@@ -24,7 +24,7 @@ LAB_INVENTORY = "/var/lib/infergate-lab/inventory.yaml"
 
 
 def lab_up(nodes: int) -> None:
-    subprocess.run([sys.executable, "-m", "infergate.lab", "up", "-n", str(nodes)], check=True)
+    subprocess.run([sys.executable, "-m", "infergate_lab", "up", "-n", str(nodes)], check=True)
 
 
 MODES = {"one process": (), "-n auto": ("-n", "auto")}

@@ -9,7 +9,7 @@ probes batched into one container per node, all nodes at once) with `--in-image 
 new image or plan: the engine imported and its registry and parser run) and with the facts
 the nodes cached in the run before (the rendezvous and CUDA init run all the same), each in
 one process and with `-n auto`; and `pytest -m "preflight and not image"` (host level only).
-Needs the lab with its engine: `python -m infergate.lab up && python -m infergate.lab engine`.
+Needs the lab with its engine: `python -m infergate_lab up && python -m infergate_lab engine`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from infergate.inventory import parse_inventory
-from infergate.lab import Lab
+from infergate_lab import Lab
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))

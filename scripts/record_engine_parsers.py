@@ -24,8 +24,8 @@ from pathlib import Path
 
 from infergate.checks.inimage import OTHER_ENGINE_FLAGS, in_image_command
 from infergate.docker_cli import ContainerSpec
-from infergate.lab import Lab
-from infergate.lab.layout import CACHE_DIR
+from infergate_lab import Lab
+from infergate_lab.layout import CACHE_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "selftest" / "data" / "parsers"

@@ -16,7 +16,7 @@ import yaml
 from infergate.checks.network import ping_command
 from infergate.checks.probe import plan_sections, probe_script
 from infergate.inventory import parse_inventory
-from infergate.lab import Lab
+from infergate_lab import Lab
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "selftest" / "data" / "lab"

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from infergate.lab import Lab
-from infergate.lab.engine import LabEngine, ensure_engine
+from infergate_lab import Lab
+from infergate_lab.engine import LabEngine, ensure_engine
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from infergate.fixtures.inventory import load_inventory
 
-from fixtures.inventory import load_inventory
 from infergate.apikey import (
     HIDDEN,
     ApiKey,

@@ -4,8 +4,8 @@
 from pathlib import Path
 
 import pytest
+from infergate.fixtures.inventory import load_inventory
 
-from fixtures.inventory import load_inventory
 from infergate.checks.cuda import check_compat_libs, parse_cuda_init
 from infergate.checks.facts import (
     ProbeError,

@@ -9,8 +9,8 @@ from ipaddress import IPv4Address
 from pathlib import Path
 
 import pytest
+from infergate.fixtures.inventory import load_inventory
 
-from fixtures.inventory import load_inventory
 from infergate.checks.facts import rdma_ports_of
 from infergate.checks.probe import RDMA_PORTS, parse_sections, probe_script
 from infergate.checks.rdma import (

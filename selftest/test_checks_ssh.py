@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
 
-from fixtures.hosts import NodeUnreachable, Remote, ssh_config
 from infergate.checks.ssh import check_ssh_failure
 from infergate.inventory import Node, Ssh, parse_inventory
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
+from infergate.fixtures.inimage import _command
 
-from fixtures.inimage import _command
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.launch import Start
 from infergate.inventory import Inventory, Node, parse_inventory

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
+from infergate.fixtures.inventory import load_inventory
 
-from fixtures.inventory import load_inventory
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.launch import (
     ClusterJoined,

@@ -25,8 +25,8 @@ from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, LaunchFailed, http_get
 from infergate.deploy.launch import Start
 from infergate.inventory import Inventory, parse_inventory
-from infergate.lab import Lab
-from infergate.lab.engine import node_io
+from infergate_lab import Lab
+from infergate_lab.engine import node_io
 from selftest.suite import PHASE_DIRS, ROOT, SuiteRun, read_junit, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
@@ -189,7 +189,7 @@ def test_worker_never_started_leaves_the_head_silent_until_the_deadline(engine_l
 
 KILLER = """
 import json, pathlib, shlex, time, urllib.request
-from infergate.lab import Lab
+from infergate_lab import Lab
 
 def pytest_runtest_call(item):
     if item.name != "test_rank_is_alive[node2]":

@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from infergate.fixtures.inventory import load_inventory
 
-from fixtures.inventory import load_inventory
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.launch import Launch
 from infergate.deploy.watch import (

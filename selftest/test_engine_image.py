@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from infergate.lab import Lab
-from infergate.lab.engine import LabEngine
-from infergate.lab.transfer import image_id, node_manifest
+from infergate_lab import Lab
+from infergate_lab.engine import LabEngine
+from infergate_lab.transfer import image_id, node_manifest
 
 # a cold build plus two image loads is the first test's setup: past the suite's 600 s backstop
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]

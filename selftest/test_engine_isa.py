@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infergate.lab.engine_isa import Measured, measured_line, parse_engine_isa, save_measured
-from infergate.lab.shell import LabError
+from infergate_lab.engine_isa import Measured, measured_line, parse_engine_isa, save_measured
+from infergate_lab.shell import LabError
 
 DATA = Path(__file__).parent / "data" / "lab"
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from infergate.lab import Lab
-from infergate.lab.engine import serving_alone, smoke_serve
-from infergate.lab.engine_image import IMAGE, INSTALL_SCRIPT
-from infergate.lab.engine_isa import engine_isa, ensure_avx2_image
+from infergate_lab import Lab
+from infergate_lab.engine import serving_alone, smoke_serve
+from infergate_lab.engine_image import IMAGE, INSTALL_SCRIPT
+from infergate_lab.engine_isa import engine_isa, ensure_avx2_image
 from selftest.suite import ROOT, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(2400)]
@@ -103,8 +103,8 @@ def test_avx2_engine_passes_the_inference_suite(avx2_server, pytester):
 
 
 def test_lab_status_says_the_engine_isa(engine):
-    subprocess.run([sys.executable, "-m", "infergate.lab", "engine", "--no-models"],
+    subprocess.run([sys.executable, "-m", "infergate_lab", "engine", "--no-models"],
                    cwd=ROOT, check=True, capture_output=True, timeout=1200)  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "infergate.lab", "status"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "infergate_lab", "status"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert re.search(r"engine \S+ sha256:\w+: AVX", done.stdout), done.stdout

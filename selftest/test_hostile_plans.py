@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from infergate.fixtures.inventory import load_inventory
 
-from fixtures.inventory import load_inventory
 from infergate import plan_yaml
 from infergate.inventory import InventoryError
 

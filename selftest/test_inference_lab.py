@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infergate.lab import Lab
-from infergate.lab.engine import serving_alone
-from infergate.lab.usage_proxy import usage_stripped
+from infergate_lab import Lab
+from infergate_lab.engine import serving_alone
+from infergate_lab.usage_proxy import usage_stripped
 from selftest.suite import ROOT, SuiteRun, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
@@ -77,10 +77,10 @@ def test_streams_without_usage_are_red(server, pytester):
 # (c = 1), never after a fixed time: a fast CPU finished the whole sweep in less than the
 # 4 s a timer once gave it, and the run was green (CI, AVX-512).
 KILLER = """
-import fixtures.endpoint
-from infergate.lab import Lab
+from infergate.fixtures import endpoint
+from infergate_lab import Lab
 
-measure = fixtures.endpoint.run_load
+measure = endpoint.run_load
 calls = []
 
 def run_load(*args, **kwargs):
@@ -89,7 +89,7 @@ def run_load(*args, **kwargs):
     calls.append(args)
     return measure(*args, **kwargs)
 
-fixtures.endpoint.run_load = run_load
+endpoint.run_load = run_load
 """
 
 

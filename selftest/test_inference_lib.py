@@ -27,7 +27,7 @@ import yaml
 from infergate.inference import baseline, client, metrics, plan, report, sse
 from infergate.inference.client import StreamRecord
 from infergate.inventory import Inference, InventoryError, Probe, parse_inventory
-from infergate.lab.usage_proxy import strip_usage
+from infergate_lab.usage_proxy import strip_usage
 from selftest.local_http import JsonHandler, serving
 
 # --- the vLLM 0.32 chat stream form -------------------------------------------------------

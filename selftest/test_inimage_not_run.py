@@ -8,8 +8,8 @@ printed ("no CUDA init probe", "no `via` lines", a parse error)."""
 from __future__ import annotations
 
 import pytest
+from infergate.fixtures.inventory import load_inventory
 
-from fixtures.inventory import load_inventory
 from infergate.checks.facts import docker_of, image_id_of
 from infergate.checks.host import DockerEngine
 from infergate.checks.image import check_image_parity

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infergate.inventory import parse_inventory
-from infergate.lab import Lab, render_inventory
+from infergate_lab import Lab, render_inventory
 
 pytestmark = pytest.mark.lab
 

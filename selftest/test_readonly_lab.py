@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from infergate.fixtures.hosts import Remote, ssh_config
 
-from fixtures.hosts import Remote, ssh_config
 from infergate.checks.network import ping_command
 from infergate.inventory import parse_inventory
-from infergate.lab import Lab
+from infergate_lab import Lab
 from selftest.suite import run_suite
 
 pytestmark = pytest.mark.lab

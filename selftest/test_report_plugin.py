@@ -8,7 +8,7 @@ import pytest
 
 CONFTEST = """
 import pytest
-from fixtures.endpoint import InferenceReport
+from infergate.fixtures.endpoint import InferenceReport
 
 @pytest.fixture(scope="session")
 def report(pytestconfig):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from infergate.fixtures.deploy import _new_run_id, sigint_deferred
 
-from fixtures.deploy import _new_run_id, sigint_deferred
 from infergate.checks.containers import (
     check_foreign_containers,
     parse_docker_ps_json,
@@ -35,7 +35,7 @@ from infergate.deploy.runlock import (
 )
 from infergate.deploy.runs import check_removed, check_run_not_taken, parse_run_listing
 from infergate.inventory import Inventory, parse_inventory
-from infergate.lab.engine import Ran
+from infergate_lab.engine import Ran
 from selftest.suite import PHASE_DIRS, ROOT
 
 DATA = Path(__file__).parent / "data" / "runs"
@@ -283,8 +283,8 @@ def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist)
     """A CI cancel (SIGTERM) or a closed terminal (SIGHUP) to pytest, or to xdist's
     controller alone: the session's teardown runs (the deployment's removal is there)."""
     (tmp_path / "test_holds.py").write_text(HOLDS_SOMETHING)
-    argv = [sys.executable, "-m", "pytest", "-p", "fixtures.runs", "-p", "no:cacheprovider",
-            "-q", *xdist, "test_holds.py"]  # fmt: skip
+    argv = [sys.executable, "-m", "pytest", "-p", "infergate.fixtures.runs",
+            "-p", "no:cacheprovider", "-q", *xdist, "test_holds.py"]  # fmt: skip
     run = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)  # fmt: skip
     end = time.monotonic() + 60

@@ -7,8 +7,8 @@ import pytest
 
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, LaunchFailed
-from infergate.lab.docker import LAB_IMAGE
-from infergate.lab.engine import node_io
+from infergate_lab.docker import LAB_IMAGE
+from infergate_lab.engine import node_io
 from selftest.test_deploy_lab import TP2, load
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]

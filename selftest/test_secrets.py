@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from infergate.fixtures.inimage import _command as probe_command
 
-from fixtures.inimage import _command as probe_command
 from infergate.apikey import HIDDEN, redact
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, Heard, Ran

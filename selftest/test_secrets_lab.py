@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from infergate.apikey import HIDDEN
-from infergate.lab import Lab
+from infergate_lab import Lab
 from selftest.suite import ROOT, run_suite
 from selftest.test_deploy_lab import NODES, plan_file, run_containers, suite_args
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from infergate.lab import Lab
+from infergate_lab import Lab
 from selftest.suite import PHASE_DIRS, ROOT, read_junit
 from selftest.test_deploy_lab import FOREIGN, NODES, TP2, foreign_running
 

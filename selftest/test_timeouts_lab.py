@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infergate.checks.containers import RUN_LABEL
-from infergate.lab import Lab
+from infergate_lab import Lab
 from selftest.suite import ROOT, SuiteRun, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]

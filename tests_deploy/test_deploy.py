@@ -5,8 +5,8 @@ rank is alive, and no node logged a fatal line. The `deployment` fixture perform
 from __future__ import annotations
 
 import pytest
+from infergate.fixtures.report import fail_on, fail_on_nodes
 
-from fixtures.report import fail_on, fail_on_nodes
 from infergate.apikey import check_authorized
 from infergate.deploy.executor import Deployment, fatal_problem, served_ids
 from infergate.inventory import Inventory, Node

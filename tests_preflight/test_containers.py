@@ -1,7 +1,8 @@
 """Nothing else runs on the nodes: the seeds' leftover container cost a launch, and so does
 one another run of this suite left behind."""
 
-from fixtures.report import fail_on
+from infergate.fixtures.report import fail_on
+
 from infergate.checks.containers import check_foreign_containers
 
 

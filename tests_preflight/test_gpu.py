@@ -2,9 +2,9 @@
 no forward-compatibility libraries forced over a newer driver."""
 
 import pytest
+from infergate.fixtures.facts import read_fact
+from infergate.fixtures.report import fail_on, fail_on_cluster
 
-from fixtures.facts import read_fact
-from fixtures.report import fail_on, fail_on_cluster
 from infergate.checks.cuda import (
     check_compat_libs,
     check_cuda_compatibility,

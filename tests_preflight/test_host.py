@@ -1,7 +1,8 @@
 """Each node answers over SSH, tells who it is, and runs a Docker engine."""
 
-from fixtures.facts import read_fact
-from fixtures.report import fail_on
+from infergate.fixtures.facts import read_fact
+from infergate.fixtures.report import fail_on
+
 from infergate.checks.facts import identity_of
 from infergate.checks.host import check_docker_engine, check_identity
 

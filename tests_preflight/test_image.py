@@ -1,9 +1,9 @@
 """The serving image: on every node, the same image ID."""
 
 import pytest
+from infergate.fixtures.facts import every_node
+from infergate.fixtures.report import fail_on_nodes
 
-from fixtures.facts import every_node
-from fixtures.report import fail_on_nodes
 from infergate.checks.facts import image_id_of
 from infergate.checks.image import check_image_parity
 

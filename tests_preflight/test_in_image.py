@@ -1,8 +1,8 @@
 """What the planned image itself makes of the plan, run once on every node together."""
 
 import pytest
+from infergate.fixtures.report import fail_on, fail_on_nodes
 
-from fixtures.report import fail_on, fail_on_nodes
 from infergate.checks.inimage import (
     check_all_reduce,
     check_flags,

@@ -1,9 +1,9 @@
 """Memory: every node can hold its share of the model, the KV budget and headroom."""
 
 import pytest
+from infergate.fixtures.facts import every_node
+from infergate.fixtures.report import fail_on, fail_on_nodes
 
-from fixtures.facts import every_node
-from fixtures.report import fail_on, fail_on_nodes
 from infergate.checks.facts import memory_of
 from infergate.checks.memory import check_memory_available, check_tp_balance
 

@@ -3,9 +3,9 @@
 from pathlib import Path
 
 import pytest
+from infergate.fixtures.facts import every_node, settled
+from infergate.fixtures.report import fail_on, fail_on_nodes
 
-from fixtures.facts import every_node, settled
-from fixtures.report import fail_on, fail_on_nodes
 from infergate.checks.facts import model_of
 from infergate.checks.model import (
     check_model_files,

@@ -3,9 +3,9 @@
 import hashlib
 
 import pytest
+from infergate.fixtures.facts import every_node, settled
+from infergate.fixtures.report import fail_on_nodes
 
-from fixtures.facts import every_node, settled
-from fixtures.report import fail_on_nodes
 from infergate.checks.facts import docker_of, identity_of, image_id_of
 from infergate.checks.parity import check_parity, differing, render_matrix
 from infergate.checks.summary import summary_row

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from infergate.lab.shell import LabError
+from infergate_lab.shell import LabError
 
 
 def pipeline(

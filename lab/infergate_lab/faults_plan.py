@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infergate.lab import docker
-from infergate.lab.fault_kind import FaultKind, Undo, end_process
-from infergate.lab.layout import NodeSpec
-from infergate.lab.procs import Proc
-from infergate.lab.shell import LabError, launch, run
+from infergate_lab import docker
+from infergate_lab.fault_kind import FaultKind, Undo, end_process
+from infergate_lab.layout import NodeSpec
+from infergate_lab.procs import Proc
+from infergate_lab.shell import LabError, launch, run
 
 if TYPE_CHECKING:
-    from infergate.lab.lab import Lab
+    from infergate_lab.lab import Lab
 
 STASH_TAG = "infergate-lab/fault-stash:{node}"
 

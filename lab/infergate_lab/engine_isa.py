@@ -19,10 +19,10 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from infergate.lab.engine_image import IMAGE, ISA_SCRIPT, RECIPES
-from infergate.lab.lab import Lab
-from infergate.lab.layout import CACHE_DIR
-from infergate.lab.shell import LabError
+from infergate_lab.engine_image import IMAGE, ISA_SCRIPT, RECIPES
+from infergate_lab.lab import Lab
+from infergate_lab.layout import CACHE_DIR
+from infergate_lab.shell import LabError
 
 AVX2_IMAGE = f"{IMAGE}-avx2"
 FORCE_AVX2 = RECIPES / "force-avx2.py"
@@ -57,7 +57,7 @@ class Measured:
     measured_at: str = ""
 
     def line(self) -> str:
-        smoke = "no smoke yet (`python -m infergate.lab engine --smoke`)"
+        smoke = "no smoke yet (`python -m infergate_lab engine --smoke`)"
         if self.start_s is not None and self.tokens_per_s is not None:
             smoke = f"smoke: ready in {self.start_s:.0f} s, {self.tokens_per_s:.1f} tokens/s"
         return f"engine {self.image} {self.image_id[:19]}: {self.isa}; {smoke} ({self.measured_at})"
@@ -129,5 +129,5 @@ def measured_line(path: Path = RECORD) -> str:
     """One line for `lab status` and `lab engine`: the engine's ISA and speed here."""
     found = load_measured(path)
     if found is None:
-        return "engine: not measured on this machine yet (`python -m infergate.lab engine --smoke`)"
+        return "engine: not measured on this machine yet (`python -m infergate_lab engine --smoke`)"
     return found.line()

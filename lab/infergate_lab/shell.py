@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from infergate.lab.layout import BUSYBOX_BIN
+from infergate_lab.layout import BUSYBOX_BIN
 
 DEFAULT_TIMEOUT_S = 30.0
 APT_TIMEOUT_S = 900.0

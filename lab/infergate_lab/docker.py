@@ -18,9 +18,9 @@ import socket
 import tarfile
 from pathlib import Path
 
-from infergate.lab import layout as L
-from infergate.lab.layout import NodeSpec
-from infergate.lab.shell import LabError, run
+from infergate_lab import layout as L
+from infergate_lab.layout import NodeSpec
+from infergate_lab.shell import LabError, run
 
 LAB_IMAGE = "iglab/busybox"
 

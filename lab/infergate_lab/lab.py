@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 
-from infergate.lab import build, docker, faults, namespaces, net, sshd, teardown
-from infergate.lab import layout as L
-from infergate.lab.cgroups import Cgroups
-from infergate.lab.layout import NodeSpec
-from infergate.lab.procs import Proc
-from infergate.lab.shell import Done, LabError, ensure_packages, run
-from infergate.lab.state import FaultRecord, LabState, NodeRecord, load
-from infergate.lab.status import NodeStatus, node_status
+from infergate_lab import build, docker, faults, namespaces, net, sshd, teardown
+from infergate_lab import layout as L
+from infergate_lab.cgroups import Cgroups
+from infergate_lab.layout import NodeSpec
+from infergate_lab.procs import Proc
+from infergate_lab.shell import Done, LabError, ensure_packages, run
+from infergate_lab.state import FaultRecord, LabState, NodeRecord, load
+from infergate_lab.status import NodeStatus, node_status
 
 Say = Callable[[str], None]
 
@@ -44,7 +44,7 @@ class Lab:
     def state(self) -> LabState:
         """The state of the operation under way (read at its start)."""
         if self._state is None:
-            raise LabError("no lab on this machine: run `python -m infergate.lab up`")
+            raise LabError("no lab on this machine: run `python -m infergate_lab up`")
         return self._state
 
     def _load(self) -> LabState:

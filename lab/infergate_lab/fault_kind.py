@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infergate.lab.layout import NodeSpec
-from infergate.lab.procs import Proc, stop
+from infergate_lab.layout import NodeSpec
+from infergate_lab.procs import Proc, stop
 
 if TYPE_CHECKING:
-    from infergate.lab.lab import Lab
+    from infergate_lab.lab import Lab
 
 Undo = dict[str, Any]
 

@@ -16,13 +16,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from infergate.lab import layout as L
-from infergate.lab import sshd
-from infergate.lab.clock import Clock
-from infergate.lab.engine_image import CachedImage
-from infergate.lab.lab import Lab
-from infergate.lab.pipes import pipeline
-from infergate.lab.shell import LabError, run
+from infergate_lab import layout as L
+from infergate_lab import sshd
+from infergate_lab.clock import Clock
+from infergate_lab.engine_image import CachedImage
+from infergate_lab.lab import Lab
+from infergate_lab.pipes import pipeline
+from infergate_lab.shell import LabError, run
 
 LOAD_TIMEOUT_S = 1200.0
 COPY_TIMEOUT_S = 900.0

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infergate.lab import docker, faults_plan, net, services
-from infergate.lab.fault_kind import FaultKind, Undo, end_process
-from infergate.lab.layout import NodeSpec
-from infergate.lab.procs import Proc, stop
-from infergate.lab.shell import LabError, launch
+from infergate_lab import docker, faults_plan, net, services
+from infergate_lab.fault_kind import FaultKind, Undo, end_process
+from infergate_lab.layout import NodeSpec
+from infergate_lab.procs import Proc, stop
+from infergate_lab.shell import LabError, launch
 
 if TYPE_CHECKING:
-    from infergate.lab.lab import Lab
+    from infergate_lab.lab import Lab
 
 
 def _link_down(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:

@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from infergate.lab import layout as L
-from infergate.lab import model, shell, sshd, transfer
-from infergate.lab.clock import Clock
-from infergate.lab.engine_image import IMAGE, ensure_image
-from infergate.lab.engine_isa import Measured, engine_isa, measured_line, save_measured
-from infergate.lab.lab import Lab
-from infergate.lab.shell import LabError
+from infergate_lab import layout as L
+from infergate_lab import model, shell, sshd, transfer
+from infergate_lab.clock import Clock
+from infergate_lab.engine_image import IMAGE, ensure_image
+from infergate_lab.engine_isa import Measured, engine_isa, measured_line, save_measured
+from infergate_lab.lab import Lab
+from infergate_lab.shell import LabError
 
 SMOKE_CONTAINER = "infergate-engine-smoke"
 SMOKE_PORT = 18432  # not vLLM's default 8000, which a deployment under test may hold
@@ -64,7 +64,7 @@ def ensure_engine(
     only what the cache under /var/cache/infergate lacks."""
     nodes = nodes or lab_nodes(lab)
     if not nodes:
-        raise LabError("no lab nodes: run `python -m infergate.lab up` first")
+        raise LabError("no lab nodes: run `python -m infergate_lab up` first")
     clock = Clock(say)
     with clock.lap("engine total"):
         image = ensure_image(clock)
@@ -182,7 +182,7 @@ def _complete(base: str, max_tokens: int) -> tuple[str, int]:
 
 
 def main(lab: Lab, nodes: list[str] | None, models: bool, smoke: bool) -> int:
-    """`python -m infergate.lab engine`: ensure, optionally prove, print the timings."""
+    """`python -m infergate_lab engine`: ensure, optionally prove, print the timings."""
     started = time.monotonic()
     ready = ensure_engine(lab, nodes, models, say=print)
     clock = Clock(print, dict(ready.timings))

@@ -10,9 +10,9 @@ import shutil
 import socket
 from collections.abc import Iterable, Sequence
 
-from infergate.lab import layout as L
-from infergate.lab.layout import NodeSpec
-from infergate.lab.shell import LabError, run
+from infergate_lab import layout as L
+from infergate_lab.layout import NodeSpec
+from infergate_lab.shell import LabError, run
 
 
 def _keygen(path: str, comment: str) -> None:
@@ -30,7 +30,7 @@ def ensure_client_key() -> None:
 
 def config_text(spec: NodeSpec) -> str:
     return f"""\
-# sshd of lab node {spec.name}; written by `python -m infergate.lab up`
+# sshd of lab node {spec.name}; written by `python -m infergate_lab up`
 ListenAddress {spec.mgmt_ip}
 Port 22
 PidFile {spec.sshd_pidfile}

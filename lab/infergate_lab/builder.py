@@ -22,11 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from infergate.lab import layout as L
-from infergate.lab.cgroups import Cgroups, remove_tree
-from infergate.lab.docker import dockerd_argv
-from infergate.lab.procs import Proc, stop, tree
-from infergate.lab.shell import Done, LabError, mount_points, run
+from infergate_lab import layout as L
+from infergate_lab.cgroups import Cgroups, remove_tree
+from infergate_lab.docker import dockerd_argv
+from infergate_lab.procs import Proc, stop, tree
+from infergate_lab.shell import Done, LabError, mount_points, run
 
 BUILD_CGROUP = "infergate-engine-build"
 WORK_PARENT = Path("/var/tmp")  # on disk: a build data root holds several GB

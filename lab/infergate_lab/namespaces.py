@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from infergate.lab import layout as L
-from infergate.lab.layout import NodeSpec
-from infergate.lab.shell import LabError, mounted, run
-from infergate.lab.state import LabState, NodeRecord
+from infergate_lab import layout as L
+from infergate_lab.layout import NodeSpec
+from infergate_lab.shell import LabError, mounted, run
+from infergate_lab.state import LabState, NodeRecord
 
 # Runs inside the node's fresh namespaces: $1 hostname, $2 an empty scratch dir, $3 models,
 # $4 root's home: a node has its own, not the controller's (whose shell start-up files,
@@ -105,7 +105,7 @@ def release_handles(handles: Sequence[str]) -> None:
 def nsenter(spec: NodeSpec) -> list[str]:
     """The argv prefix that enters the node's network, mount, UTS and IPC namespaces."""
     if not mounted(spec.mnt_ns):
-        raise LabError(f"{spec.name} has no namespaces: run `python -m infergate.lab up`")
+        raise LabError(f"{spec.name} has no namespaces: run `python -m infergate_lab up`")
     return [
         "nsenter",
         f"--net={spec.netns_path}",

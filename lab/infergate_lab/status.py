@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from infergate.lab import docker, net, sshd
-from infergate.lab.layout import NodeSpec
-from infergate.lab.services import running
-from infergate.lab.state import LabState
+from infergate_lab import docker, net, sshd
+from infergate_lab.layout import NodeSpec
+from infergate_lab.services import running
+from infergate_lab.state import LabState
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from infergate.lab import pipconf
-from infergate.lab.builder import BuildEngine, build_engine
-from infergate.lab.clock import Clock
-from infergate.lab.layout import CACHE_DIR
-from infergate.lab.pipes import pipeline
-from infergate.lab.shell import APT_TIMEOUT_S, LabError, run
+from infergate_lab import pipconf
+from infergate_lab.builder import BuildEngine, build_engine
+from infergate_lab.clock import Clock
+from infergate_lab.layout import CACHE_DIR
+from infergate_lab.pipes import pipeline
+from infergate_lab.shell import APT_TIMEOUT_S, LabError, run
 
 IMAGE = "infergate-lab/vllm-cpu:0.32.0"
 BASE_IMAGE = "infergate-lab/debian-bookworm-base"

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infergate.lab import layout as L
-from infergate.lab.layout import NodeSpec
-from infergate.lab.shell import run
-from infergate.lab.state import LabState, Link, NodeRecord
+from infergate_lab import layout as L
+from infergate_lab.layout import NodeSpec
+from infergate_lab.shell import run
+from infergate_lab.state import LabState, Link, NodeRecord
 
 
 def ip(netns: str, *args: str, check: bool = True) -> str:

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict
 
-from infergate.lab import docker, namespaces, net, services, sshd
-from infergate.lab import layout as L
-from infergate.lab.cgroups import Cgroups
-from infergate.lab.inventory import render_inventory
-from infergate.lab.layout import NodeSpec
-from infergate.lab.state import LabState, NodeRecord
+from infergate_lab import docker, namespaces, net, services, sshd
+from infergate_lab import layout as L
+from infergate_lab.cgroups import Cgroups
+from infergate_lab.inventory import render_inventory
+from infergate_lab.layout import NodeSpec
+from infergate_lab.state import LabState, NodeRecord
 
 Say = Callable[[str], None]
 

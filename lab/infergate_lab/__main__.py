@@ -1,4 +1,4 @@
-"""`python -m infergate.lab up|down|status|fault|engine ...`: the lab from a shell."""
+"""`python -m infergate_lab up|down|status|fault|engine ...`: the lab from a shell."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ import os
 import sys
 import time
 
-from infergate.lab import engine
-from infergate.lab import layout as L
-from infergate.lab.engine_isa import measured_line
-from infergate.lab.faults import KINDS
-from infergate.lab.lab import Lab
-from infergate.lab.shell import LabError
-from infergate.lab.status import table
+from infergate_lab import engine
+from infergate_lab import layout as L
+from infergate_lab.engine_isa import measured_line
+from infergate_lab.faults import KINDS
+from infergate_lab.lab import Lab
+from infergate_lab.shell import LabError
+from infergate_lab.status import table
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m infergate.lab", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m infergate_lab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="make the lab, or bring it to N nodes (idempotent)")
     up.add_argument("-n", "--nodes", type=int, default=L.DEFAULT_NODES, help="1..16")

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infergate.lab.layout import STATE_FILE
-from infergate.lab.procs import Proc
+from infergate_lab.layout import STATE_FILE
+from infergate_lab.procs import Proc
 
 # A network link: (namespace, name); "" is the host namespace.
 Link = tuple[str, str]

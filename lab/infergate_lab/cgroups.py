@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from infergate.lab.layout import CGROUP_ROOT, NodeSpec
-from infergate.lab.shell import LabError
+from infergate_lab.layout import CGROUP_ROOT, NodeSpec
+from infergate_lab.shell import LabError
 
 CGROUP_FS = Path("/sys/fs/cgroup")
 

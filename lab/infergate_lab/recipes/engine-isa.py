@@ -7,7 +7,7 @@ when the import fails. So the proof is to call that same dispatch, then find vLL
 registered. Importing one build by name instead dies with SIGILL on a CPU without its ISA.
 
 Prints one JSON line; exits 1 when the kernels did not load. Run in the image, by the image's
-recipe and by `python -m infergate.lab engine`.
+recipe and by `python -m infergate_lab engine`.
 """
 
 import json

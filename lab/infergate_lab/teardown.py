@@ -10,13 +10,13 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from infergate.lab import layout as L
-from infergate.lab import net
-from infergate.lab.cgroups import Cgroups, remove_tree
-from infergate.lab.namespaces import release_handles
-from infergate.lab.procs import Proc, start_time, stop, tree
-from infergate.lab.shell import LabError, mount_points, mounted, run
-from infergate.lab.state import LabState, NodeRecord
+from infergate_lab import layout as L
+from infergate_lab import net
+from infergate_lab.cgroups import Cgroups, remove_tree
+from infergate_lab.namespaces import release_handles
+from infergate_lab.procs import Proc, start_time, stop, tree
+from infergate_lab.shell import LabError, mount_points, mounted, run
+from infergate_lab.state import LabState, NodeRecord
 
 Say = Callable[[str], None]
 
