@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from infergate.fixtures.hosts import ssh_config
 
+from infergate.fixtures.hosts import ssh_config
 from infergate.inventory import Inventory, Ssh, parse_inventory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,6 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from infergate.fixtures.inventory import load_inventory
 
 from infergate.apikey import (
     HIDDEN,
@@ -25,6 +24,7 @@ from infergate.apikey import (
 )  # fmt: skip
 from infergate.deploy.executor import Deployment, Heard, LaunchFailed, NodeIo, Ran, http_get
 from infergate.deploy.launch import Deadline, HttpReady, Launch
+from infergate.fixtures.inventory import load_inventory
 from infergate.inference import client
 from infergate.inference.conformance import check_answer, check_models
 from selftest.local_http import JsonHandler, serving

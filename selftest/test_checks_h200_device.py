@@ -4,7 +4,6 @@
 from pathlib import Path
 
 import pytest
-from infergate.fixtures.inventory import load_inventory
 
 from infergate.checks.cuda import check_compat_libs, parse_cuda_init
 from infergate.checks.facts import (
@@ -20,6 +19,7 @@ from infergate.checks.gpu import check_foreign_gpu_users, check_gpu_count
 from infergate.checks.inimage_ran import probe_blockers
 from infergate.checks.nccl import parse_torchrun_log
 from infergate.checks.probe import parse_sections
+from infergate.fixtures.inventory import load_inventory
 
 DATA = Path(__file__).parent / "data" / "h200-device"
 PREFLIGHT = DATA / "preflight"  # the suite with the in-image checks that say why they did not run

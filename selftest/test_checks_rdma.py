@@ -9,7 +9,6 @@ from ipaddress import IPv4Address
 from pathlib import Path
 
 import pytest
-from infergate.fixtures.inventory import load_inventory
 
 from infergate.checks.facts import rdma_ports_of
 from infergate.checks.probe import RDMA_PORTS, parse_sections, probe_script
@@ -21,6 +20,7 @@ from infergate.checks.rdma import (
     fabric_twins,
 )
 from infergate.checks.rdma_sysfs import RdmaPlan, parse_nccl_ib_hca, parse_rdma_sysfs, rdma_plan
+from infergate.fixtures.inventory import load_inventory
 
 DATA = Path(__file__).parent / "data" / "rdma"
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
 
 from infergate.checks.ssh import check_ssh_failure
+from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
 from infergate.inventory import Node, Ssh, parse_inventory
 
 ROOT = Path(__file__).resolve().parents[1]

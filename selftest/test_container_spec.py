@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
-from infergate.fixtures.inimage import _command
 
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.launch import Start
+from infergate.fixtures.inimage import _command
 from infergate.inventory import Inventory, Node, parse_inventory
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"

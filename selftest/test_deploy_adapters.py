@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-from infergate.fixtures.inventory import load_inventory
 
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.launch import (
@@ -24,6 +23,7 @@ from infergate.deploy.launch import (
     Step,
 )
 from infergate.deploy.watch import RayStatus, parse_ray_status
+from infergate.fixtures.inventory import load_inventory
 from infergate.inventory import Inventory, parse_inventory
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"

@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from infergate.fixtures.inventory import load_inventory
 
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.launch import Launch
@@ -28,6 +27,7 @@ from infergate.deploy.watch import (
     parse_oom_kills,
     scan,
 )  # fmt: skip
+from infergate.fixtures.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "deploy"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.inventory import load_inventory
 
 from infergate import plan_yaml
+from infergate.fixtures.inventory import load_inventory
 from infergate.inventory import InventoryError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.hosts import KILL_AFTER_S, SSH_GRACE_S, NodeHung, Remote
 
+from infergate.fixtures.hosts import KILL_AFTER_S, SSH_GRACE_S, NodeHung, Remote
 from infergate.inventory import Ssh, parse_inventory
 
 ROOT = Path(__file__).resolve().parents[1]

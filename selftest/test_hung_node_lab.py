@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from infergate.fixtures.facts import on_every_node
 from infergate.fixtures.hosts import KILL_AFTER_S, SSH_GRACE_S, NodeHung, Remote, ssh_config
-
 from infergate.inventory import parse_inventory
 from infergate_lab import Lab
 from selftest.suite import run_suite

@@ -8,13 +8,13 @@ printed ("no CUDA init probe", "no `via` lines", a parse error)."""
 from __future__ import annotations
 
 import pytest
-from infergate.fixtures.inventory import load_inventory
 
 from infergate.checks.facts import docker_of, image_id_of
 from infergate.checks.host import DockerEngine
 from infergate.checks.image import check_image_parity
 from infergate.checks.inimage_ran import check_probe_ran, image_to_run, probe_blockers
 from infergate.checks.probe import Section, parse_sections
+from infergate.fixtures.inventory import load_inventory
 from selftest.suite import ROOT, run_suite
 
 DEVICE_PLAN = ROOT / "inventories" / "h200-device.yaml"

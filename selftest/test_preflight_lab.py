@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.inimage import _command as probe_command
-from infergate.fixtures.inventory import load_inventory
 
 from infergate.checks.inimage import body, check_all_reduce
 from infergate.checks.probe import parse_sections
+from infergate.fixtures.inimage import _command as probe_command
+from infergate.fixtures.inventory import load_inventory
 from infergate_lab.engine import node_io
 from selftest.suite import ROOT, SuiteRun, run_suite
 

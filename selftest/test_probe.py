@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.facts import ProbeSilent, _probe
-from infergate.fixtures.hosts import Remote
 
 from infergate.checks.probe import HOST_SECTIONS, check_probe_printed, parse_sections, probe_script
+from infergate.fixtures.facts import ProbeSilent, _probe
+from infergate.fixtures.hosts import Remote
 from infergate.inventory import Ssh, parse_inventory
 
 LAB = parse_inventory(

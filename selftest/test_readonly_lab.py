@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.hosts import Remote, ssh_config
 
 from infergate.checks.network import ping_command
+from infergate.fixtures.hosts import Remote, ssh_config
 from infergate.inventory import parse_inventory
 from infergate_lab import Lab
 from selftest.suite import run_suite

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.deploy import _new_run_id, sigint_deferred
 
 from infergate.checks.containers import (
     check_foreign_containers,
@@ -34,6 +33,7 @@ from infergate.deploy.runlock import (
     parse_lock_reply,
 )
 from infergate.deploy.runs import check_removed, check_run_not_taken, parse_run_listing
+from infergate.fixtures.deploy import _new_run_id, sigint_deferred
 from infergate.inventory import Inventory, parse_inventory
 from infergate_lab.engine import Ran
 from selftest.suite import PHASE_DIRS, ROOT

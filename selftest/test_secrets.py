@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
-from infergate.fixtures.inimage import _command as probe_command
 
 from infergate.apikey import HIDDEN, redact
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, Heard, Ran
 from infergate.deploy.launch import ClusterJoined, Exec, Launch, Start
 from infergate.docker_cli import ContainerSpec
+from infergate.fixtures.inimage import _command as probe_command
 from infergate.inventory import Inventory, InventoryError, parse_inventory
 from infergate.secrets import (
     RedactingFilter,

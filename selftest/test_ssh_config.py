@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.hosts import connections, ssh_config
 
+from infergate.fixtures.hosts import connections, ssh_config
 from infergate.inventory import Inventory, parse_inventory
 from infergate.ssh_config import SshConfigError, plan_known_hosts, plan_ssh_config, ssh_command
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
 
+from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
 from infergate.inventory import Inventory, parse_inventory
 
 pytestmark = pytest.mark.lab

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 import yaml
+
 from infergate.fixtures.facts import model_hashes
 from infergate.fixtures.hosts import NodeUnreachable
 from infergate.fixtures.inimage import IMPORT_ALLOWANCE_S
 from infergate.fixtures.timeouts import AFTER_HASH_S, AFTER_LAUNCH_S, OWN_WORK_S
-
 from infergate.inventory import parse_inventory
 from selftest.suite import PHASE_DIRS, ROOT
 

@@ -5,10 +5,10 @@ rank is alive, and no node logged a fatal line. The `deployment` fixture perform
 from __future__ import annotations
 
 import pytest
-from infergate.fixtures.report import fail_on, fail_on_nodes
 
 from infergate.apikey import check_authorized
 from infergate.deploy.executor import Deployment, fatal_problem, served_ids
+from infergate.fixtures.report import fail_on, fail_on_nodes
 from infergate.inventory import Inventory, Node
 from infergate.problems import Problem
 

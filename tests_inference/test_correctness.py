@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+
 from infergate.fixtures.endpoint import REQUEST_TIMEOUT_S, Endpoint
 from infergate.fixtures.inventory import INVENTORY_KEY
 from infergate.fixtures.report import fail_on_cluster
-
 from infergate.inference.client import stream_completion
 from infergate.inference.plan import CHAT_PATH, check_probe, probe_body
 from infergate.inventory import Inventory

@@ -4,10 +4,10 @@ the plan's concurrency sweep (after a warm-up), gated by the plan and by a store
 from __future__ import annotations
 
 import pytest
+
 from infergate.fixtures.endpoint import baseline_key
 from infergate.fixtures.inventory import INVENTORY_KEY
 from infergate.fixtures.report import fail_on_cluster
-
 from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.plan import check_failures, check_thresholds

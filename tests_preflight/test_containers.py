@@ -1,9 +1,8 @@
 """Nothing else runs on the nodes: the seeds' leftover container cost a launch, and so does
 one another run of this suite left behind."""
 
-from infergate.fixtures.report import fail_on
-
 from infergate.checks.containers import check_foreign_containers
+from infergate.fixtures.report import fail_on
 
 
 def test_no_foreign_containers(containers, node, inventory, run_id, inventory_path):

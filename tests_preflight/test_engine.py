@@ -1,12 +1,12 @@
 """The engine's plan against the nodes: interface pinning, and the ports it will bind."""
 
 import pytest
-from infergate.fixtures.facts import read_fact
-from infergate.fixtures.report import fail_on
 
 from infergate.checks.facts import listening_of, rdma_devices_of
 from infergate.checks.pinning import check_pinning, check_pinning_planned, required_pinning
 from infergate.checks.ports import check_ports_free
+from infergate.fixtures.facts import read_fact
+from infergate.fixtures.report import fail_on
 
 
 @pytest.mark.xdist_group("cluster")

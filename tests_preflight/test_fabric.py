@@ -1,14 +1,14 @@
 """The fabric: the planned interface and address on every node, one MTU, peers reachable."""
 
 import pytest
-from infergate.fixtures.facts import every_node, read_fact, settled
-from infergate.fixtures.report import fail_on, fail_on_nodes
 
 from infergate.checks.facts import interfaces_of, rdma_ports_of
 from infergate.checks.network import check_fabric_interface, check_mtu_parity, check_peers_reachable
 from infergate.checks.ports import check_dial, check_listener
 from infergate.checks.rdma import check_rdma
 from infergate.checks.rdma_sysfs import rdma_plan
+from infergate.fixtures.facts import every_node, read_fact, settled
+from infergate.fixtures.report import fail_on, fail_on_nodes
 
 
 def test_fabric_interface_up_with_planned_address(interfaces, node):

@@ -2,8 +2,6 @@
 no forward-compatibility libraries forced over a newer driver."""
 
 import pytest
-from infergate.fixtures.facts import read_fact
-from infergate.fixtures.report import fail_on, fail_on_cluster
 
 from infergate.checks.cuda import (
     check_compat_libs,
@@ -29,6 +27,8 @@ from infergate.checks.gpu import (
 )
 from infergate.checks.inimage import image_cuda_version
 from infergate.checks.inimage_ran import cuda_init_of
+from infergate.fixtures.facts import read_fact
+from infergate.fixtures.report import fail_on, fail_on_cluster
 
 pytestmark = pytest.mark.gpu
 

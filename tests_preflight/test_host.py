@@ -1,10 +1,9 @@
 """Each node answers over SSH, tells who it is, and runs a Docker engine."""
 
-from infergate.fixtures.facts import read_fact
-from infergate.fixtures.report import fail_on
-
 from infergate.checks.facts import identity_of
 from infergate.checks.host import check_docker_engine, check_identity
+from infergate.fixtures.facts import read_fact
+from infergate.fixtures.report import fail_on
 
 
 def test_ssh_reachable_facts_gathered(identity, node, inventory, probes):

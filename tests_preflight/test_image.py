@@ -1,11 +1,11 @@
 """The serving image: on every node, the same image ID."""
 
 import pytest
-from infergate.fixtures.facts import every_node
-from infergate.fixtures.report import fail_on_nodes
 
 from infergate.checks.facts import image_id_of
 from infergate.checks.image import check_image_parity
+from infergate.fixtures.facts import every_node
+from infergate.fixtures.report import fail_on_nodes
 
 
 @pytest.mark.xdist_group("cluster")

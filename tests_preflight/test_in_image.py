@@ -1,7 +1,6 @@
 """What the planned image itself makes of the plan, run once on every node together."""
 
 import pytest
-from infergate.fixtures.report import fail_on, fail_on_nodes
 
 from infergate.checks.inimage import (
     check_all_reduce,
@@ -13,6 +12,7 @@ from infergate.checks.inimage import (
 )
 from infergate.checks.inimage_ran import check_nccl_ran
 from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
+from infergate.fixtures.report import fail_on, fail_on_nodes
 
 # one worker runs every in-image test: the rendezvous must happen once per run
 pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]

@@ -1,11 +1,11 @@
 """Memory: every node can hold its share of the model, the KV budget and headroom."""
 
 import pytest
-from infergate.fixtures.facts import every_node
-from infergate.fixtures.report import fail_on, fail_on_nodes
 
 from infergate.checks.facts import memory_of
 from infergate.checks.memory import check_memory_available, check_tp_balance
+from infergate.fixtures.facts import every_node
+from infergate.fixtures.report import fail_on, fail_on_nodes
 
 
 def test_memory_available_for_plan(memory, node, inventory):

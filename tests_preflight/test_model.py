@@ -3,8 +3,6 @@
 from pathlib import Path
 
 import pytest
-from infergate.fixtures.facts import every_node, settled
-from infergate.fixtures.report import fail_on, fail_on_nodes
 
 from infergate.checks.facts import model_of
 from infergate.checks.model import (
@@ -13,6 +11,8 @@ from infergate.checks.model import (
     check_model_parity,
     parse_manifest,
 )
+from infergate.fixtures.facts import every_node, settled
+from infergate.fixtures.report import fail_on, fail_on_nodes
 
 
 def test_model_files_present(model_dir, node, inventory):

@@ -3,12 +3,12 @@
 import hashlib
 
 import pytest
-from infergate.fixtures.facts import every_node, settled
-from infergate.fixtures.report import fail_on_nodes
 
 from infergate.checks.facts import docker_of, identity_of, image_id_of
 from infergate.checks.parity import check_parity, differing, render_matrix
 from infergate.checks.summary import summary_row
+from infergate.fixtures.facts import every_node, settled
+from infergate.fixtures.report import fail_on_nodes
 
 pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]
 IN_IMAGE = ("vllm", "sglang", "transformers", "torch", "nccl", "ray")
