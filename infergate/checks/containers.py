@@ -1,7 +1,8 @@
-"""Containers on a node that the plan does not know: the seeds' leftover embeddings server
-held 12 GB on node 2 and the worker died of OOM in init_torch_distributed. Another run of
-this suite's containers (a run killed before its teardown, or kept) hold memory, ports and
-GPUs the same way: only this run's own are exempt, the others are named by run."""
+"""Containers on a node that the plan does not know: in the two-Spark report a leftover
+embeddings server held 12 GB on node 2 and the worker died of OOM in init_torch_distributed
+(docs/notes.md#two-spark-report). Another run of this suite's containers (a run killed before
+its teardown, or kept) hold memory, ports and GPUs the same way: only this run's own are
+exempt, the others are named by run."""
 
 from __future__ import annotations
 

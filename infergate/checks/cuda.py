@@ -1,5 +1,6 @@
 """Driver against the image's CUDA: versions, forward-compatibility libraries, and what CUDA
-initialisation actually said (field notes §1.4; the seeds' container CUDA 13.1 on a 13.0 driver).
+initialisation actually said (https://docs.nvidia.com/deploy/cuda-compatibility/; the two-Spark
+report's container ran CUDA 13.1 on a CUDA 13.0 driver: docs/notes.md#two-spark-report).
 
 An image runs natively when its CUDA is no newer than the driver's. A newer minor of the same
 major runs by minor-version compatibility, minus PTX JIT and features that need the newer

@@ -1,5 +1,6 @@
 """GPUs as the driver reports them: nvidia-smi's forms, who holds GPU memory, and where free
-memory must be read when the GPU has none of its own (GB10: unified memory, field notes §1.3).
+memory must be read when the GPU has none of its own (GB10: unified memory; nvidia-smi reports
+its memory "Not Supported": https://docs.nvidia.com/dgx/dgx-spark/known-issues.html).
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ def check_foreign_gpu_users(
     apps: Sequence[GpuProcess], allowed: Sequence[str] = (), gpus: Sequence[Gpu] = ()
 ) -> list[Problem]:
     """No process holds GPU memory unless its name matches an allowed glob (a leftover
-    container's 12 GB fails SGLang's TP balance check: field notes §1.3)."""
+    container's 12 GB fails SGLang's TP balance check: docs/notes.md#sizing)."""
     where = {g.uuid: f"GPU {g.index}" for g in gpus if g.uuid}
     return [
         Problem(

@@ -1,7 +1,8 @@
 """The serving image: present on every node with the same image ID.
 
 The ID is the config digest (`.Id`): it survives `docker save | docker load`, while
-RepoDigests exist only for images pulled from a registry (field notes check 6).
+RepoDigests exist only for images pulled from a registry (`docker load` leaves DIGEST <none>:
+https://github.com/docker/cli/issues/6996).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def expected_image_id(ids: dict[str, str | None], planned: str | None) -> str | 
 
 
 def copy_command(ref: str, source: Node, target: Node) -> str:
-    """The seeds' way, run from the controller: stream the image from a node that has it,
-    each end reached as the plan reaches it (user, port, key, known_hosts, jump hosts)."""
+    """The two-Spark report's way (docs/notes.md#two-spark-report), run from the controller:
+    stream the image from a node that has it, each end reached as the plan reaches it (user,
+    port, key, known_hosts, jump hosts)."""
     save = shlex.join(source.ssh_argv("docker", "save", ref))
     return f"{save} | {shlex.join(target.ssh_argv('docker', 'load'))}"
 

@@ -35,9 +35,10 @@ SCRIPT = files("infergate.checks").joinpath("scripts/in_image.py").read_text()
 
 # Only to name a rejected flag: which engine it belongs to. Validation is the image's parser.
 # Each entry is rejected by the other engine's own parser as recorded in the lab
-# (selftest/data/parsers/), except --language-model-only: the seeds' SGLang rejected it,
-# SGLang 0.5.23 accepts it. SGLang takes --tensor-parallel-size and --pipeline-parallel-size
-# as aliases of its own, so they are not in the table.
+# (selftest/data/parsers/), except --language-model-only: the SGLang of the two-Spark report
+# rejected it (docs/notes.md#two-spark-report), SGLang 0.5.23 accepts it. SGLang takes
+# --tensor-parallel-size and --pipeline-parallel-size as aliases of its own, so they are not
+# in the table.
 OTHER_ENGINE_FLAGS = {
     "sglang": {  # flags of vLLM, rejected by SGLang
         "--language-model-only", "--gpu-memory-utilization", "--enforce-eager",
@@ -143,7 +144,7 @@ def check_model_supported(
                 planned="a transformers that knows this model type",
                 remedy="build a derived image with a newer transformers "
                 "(`FROM <image>` + `RUN pip install -U transformers`), copy it to every node "
-                "(as the seeds did for Qwen3.5: transformers 4.57 -> 5.x)",
+                "(for Qwen3.5, transformers 4.57 -> 5.x was enough)",
             )
         ]
     archs = config.get("architectures") or []
@@ -224,7 +225,8 @@ def check_nccl_conf(nccl: dict[str, Any]) -> list[Problem]:
             found=f"/etc/nccl.conf in the image: {content}",
             planned="NCCL settings from the plan's environment only",
             remedy="remove it in a derived image (`RUN rm /etc/nccl.conf`): settings like "
-            "NCCL_IB_USE_INLINE=1 there froze SGLang's PyNccl warm-up (field notes §1.2)",
+            "NCCL_IB_USE_INLINE=1 there froze SGLang's PyNccl warm-up "
+            "(https://github.com/luxingcom/aicad-nccl-optimization/issues/1)",
         )
     ]
 

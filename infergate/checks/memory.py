@@ -1,9 +1,11 @@
 """Memory a node can give the engine: /proc/meminfo, bounded by the memory cgroup it runs in.
 
 On GB10 (DGX Spark) GPU and CPU share one pool and `nvidia-smi` reports memory as
-"Not Supported", so MemAvailable is the ground truth there (field notes §1.3). Where the
-node's processes live in a memory cgroup with a limit (a container host, the lab), the
-limit less what the cgroup already uses bounds it further.
+"Not Supported" (https://docs.nvidia.com/dgx/dgx-spark/known-issues.html), so MemAvailable is
+the ground truth there, as nvtop and gpud read it (https://github.com/Syllo/nvtop/issues/449,
+https://github.com/leptonai/gpud/pull/1170). Where the node's processes live in a memory
+cgroup with a limit (a container host, the lab), the limit less what the cgroup already uses
+bounds it further.
 """
 
 from __future__ import annotations
@@ -135,8 +137,9 @@ def check_tp_balance(usable: dict[str, int], min_ratio: float) -> dict[str, list
     """The least-provided node has at least `min_ratio` of the best-provided node's memory.
 
     SGLang raises "The memory capacity is unbalanced. Some GPUs may be occupied by other
-    processes" at init_torch_distributed below 0.9 (field notes §1.3); vLLM starts, but
-    sizes every rank's KV cache to the smallest. A leftover 12 GB on one Spark breaks it.
+    processes" at init_torch_distributed below 0.9 (SGLang's model_runner.py;
+    docs/notes.md#sizing); vLLM starts, but sizes every rank's KV cache to the smallest. A
+    leftover 12 GB on one Spark breaks it.
     """
     if len(usable) < 2:
         return {}

@@ -1,5 +1,6 @@
 """The model on every node: the directory, every shard the index names, equal sizes, a config
-that parses, and byte-identical content (the seeds rsynced 127 GB between nodes)."""
+that parses, and byte-identical content (the two-Spark report rsynced 127 GB between nodes:
+docs/notes.md#two-spark-report)."""
 
 from __future__ import annotations
 

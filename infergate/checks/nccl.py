@@ -1,6 +1,7 @@
 """The rendezvous smoke: a torch.distributed all-reduce (NCCL or Gloo) under a deadline, read
 from its output: did every rank join, over which transport, at what bus bandwidth, and if
-not, which failure signature names the variable to fix (field notes (b) items 2 and 10).
+not, which failure signature names the variable to fix (the sanity script of
+https://docs.vllm.ai/en/latest/usage/troubleshooting/; NVIDIA/dgx-spark-playbooks#102).
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ _TRANSPORT_REMEDY = {
 
 def check_nccl_bandwidth(allreduce: AllReduce | None, floor_gbps: float) -> list[Problem]:
     """The all-reduce bus bandwidth reaches the planned floor (nccl-tests' busbw; a 200G
-    RoCE port gives ~24 GB/s, ~3 GB/s is the misconfigured signature: field notes §3.6)."""
+    RoCE port gives ~24 GB/s, https://github.com/NVIDIA/nccl-tests/issues/119; ~3 GB/s is the
+    misconfigured signature, https://github.com/NVIDIA/dgx-spark-playbooks/issues/102)."""
     if allreduce is not None and allreduce.busbw_gbps >= floor_gbps:
         return []
     if allreduce is None:

@@ -93,7 +93,8 @@ def check_mtu_parity(
     `interfaces` (node -> fabric interface) lets the remedy name the interface to set.
 
     A mismatch passes small pings and fails large RDMA/NCCL transfers later
-    (IBV_WC_RETRY_EXC_ERR after a firmware reboot reset one end to 1500; field notes §1.2).
+    (IBV_WC_RETRY_EXC_ERR after a firmware reboot reset one end to 1500;
+    GitHub tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark#38).
     """
     expected = planned if planned is not None else Counter(mtus.values()).most_common(1)[0][0]
     basis = "the plan" if planned is not None else "the other nodes"

@@ -1,7 +1,8 @@
 """The parity matrix: what must be the same on every node, side by side, and what is not.
 
 Ray refuses a cluster whose nodes run different Ray versions; mismatched drivers, images or
-NCCL builds fail later and more quietly (field notes §2.1: vllm #4114, #42354).
+NCCL builds fail later and more quietly (https://github.com/vllm-project/vllm/issues/4114,
+https://github.com/vllm-project/vllm/issues/42354).
 """
 
 from __future__ import annotations

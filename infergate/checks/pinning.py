@@ -1,6 +1,8 @@
 """Interface pinning: every interface, HCA and address the engine's environment names exists
-on the node and lies on the fabric. The seeds' TP=2 init hung forever with NCCL, Gloo and
-SGLang's ZMQ queue each picking its own interface (field notes check 2, §1.5)."""
+on the node and lies on the fabric. The two-Spark report's TP=2 init hung forever
+(docs/notes.md#two-spark-report): NCCL, Gloo and SGLang's ZMQ queue each pick their own
+interface unless told (https://docs.vllm.ai/en/latest/usage/troubleshooting/, "Incorrect
+network setup"; https://github.com/MiaAI-Lab/Qwen3.8-Flash-Next-Dual-DGX-Sparks/issues/3)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
 """RDMA ports: where the plan names HCAs, each port is ACTIVE, carries a RoCE v2 IPv4 GID (the
 one NCCL_IB_GID_INDEX pins, if set), and a DGX Spark port's twin HCAs are both in use.
 
-Field notes §1.2 and check 9: a Spark's QSFP port is two HCAs (rocep1s0f1 on PCI 0000:01:00.1,
-roceP2p1s0f1 on 0002:01:00.1, each with its own netdev); with one, NCCL reaches ~3 GB/s instead
-of ~24. A pinned NCCL_IB_GID_INDEX=3 failed on one HCA only after its RoCE v2 GID moved to 4.
+A Spark's QSFP port is two HCAs (rocep1s0f1 on PCI 0000:01:00.1, roceP2p1s0f1 on
+0002:01:00.1, each with its own netdev); with one, NCCL reaches ~3 GB/s instead
+of ~24 (NVIDIA/dgx-spark-playbooks: nvidia/connect-two-sparks/README.md and issue #102). A
+pinned NCCL_IB_GID_INDEX=3 failed on one HCA only after its RoCE v2 GID moved to 4 (GitHub
+tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark#38).
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ def _pin_problem(found: str) -> Problem:
         planned="NCCL_IB_GID_INDEX unset, or the index of the RoCE v2 IPv4 GID on every HCA",
         remedy="remove NCCL_IB_GID_INDEX from the engine env so NCCL picks each HCA's RoCE v2 "
         "GID itself: a pinned index drifts (on a Spark the RoCE v2 GID moved from 3 to 4 on one "
-        "HCA only and NCCL failed in ibv_modify_qp; field notes §1.2)",
+        "HCA only and NCCL failed in ibv_modify_qp: GitHub "
+        "tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark#38)",
     )
 
 
