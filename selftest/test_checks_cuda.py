@@ -25,7 +25,7 @@ from infergate.checks.cuda import (
 from infergate.checks.gpu import parse_nvidia_smi_table
 
 DATA = Path(__file__).parent / "data"
-# github.com/eugr/spark-vllm-docker issue 266, as quoted in field notes §1.4
+# github.com/eugr/spark-vllm-docker issue 266
 NGC_BANNER = (
     "ERROR: This container was built for NVIDIA Driver Release 590.48 or later, but version "
     "580.159.03 was detected and compatibility mode is UNAVAILABLE."

@@ -208,7 +208,7 @@ def test_vllm_rejects_every_sglang_flag_of_the_table_and_names_it():
 def test_sglang_0_5_23_takes_language_model_only_and_names_the_vllm_flags_it_rejects():
     flags = recorded("sglang-0.5.23", "flags")
     rejected = {f for f in flags["unknown"] if f.startswith("-")}
-    # the table's one entry a newer SGLang accepts: the seeds' SGLang rejected it
+    # the table's one entry a newer SGLang accepts: the two-Spark report's SGLang rejected it
     assert OTHER_ENGINE_FLAGS["sglang"] - rejected == {"--language-model-only"}
     (first, *_) = problems = check_flags(flags, "sglang")
     assert len(problems) == len(rejected) == 7

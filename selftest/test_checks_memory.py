@@ -50,7 +50,7 @@ def test_gb10_spark_has_room_for_its_half_of_the_seeds_model():
 
 def test_gb10_with_leftover_container_is_short_and_says_how_to_find_it():
     idle = memory_facts((DATA / "gb10/meminfo-idle.txt").read_text(), "")
-    held = MemoryFacts(idle.total, idle.available - 30 * GIB)  # the seeds' leftover, and more
+    held = MemoryFacts(idle.total, idle.available - 30 * GIB)  # the report's leftover, and more
     (problem,) = check_memory_available(held, 89.25)
     assert problem.found.startswith("83.1 GiB usable (MemAvailable 83.1 GiB")
     assert "at least 89.2 GiB" in problem.planned

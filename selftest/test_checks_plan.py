@@ -217,7 +217,7 @@ def test_seeds_plan_without_pinning_is_named():
 
 
 def test_leftover_12_gb_on_one_spark_breaks_sglangs_balance_rule():
-    # an idle Spark has ~113 GiB available (field notes §1.3); the seeds' leftover held 12 GB
+    # an idle Spark has ~113 GiB available (docs/notes.md#sizing); the report's leftover: 12 GB
     usable = {"spark1": 113 * GIB, "spark2": 101 * GIB}
     (problem,) = check_tp_balance(usable, 0.9)["spark2"]
     assert problem.found == "101.0 GiB usable, 0.89 of spark1's 113.0 GiB"

@@ -269,7 +269,7 @@ FATAL_LINES = [
     # sglang #4116 form: SGLang's argparse on a vLLM flag
     ("sglang", "launch_server.py: error: unrecognized arguments: --language-model-only",
      "the engine rejected a flag"),
-    # model_runner.py init_torch_distributed (field notes §1.3)
+    # SGLang's model_runner.py init_torch_distributed (docs/notes.md#sizing)
     ("sglang", "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by "
      "other processes. min_per_gpu_memory=96.31, local_gpu_memory=113.62, "
      "local_gpu_memory * 0.9=102.258", "one node has less free memory than the others"),

@@ -1,8 +1,8 @@
 """The real launch in the lab: a two-node vLLM (tensor parallel 2 over the fabric) comes up,
-serves, and leaves nothing; each way the seeds' launch failed, reproduced for real, is
-caught with the node named, by the engine's own words where it says why, and always within
-the plan's deadline + 5 s (the deadlines hold on a CPU 4x slower than the AVX-512 one this
-was first measured on, so no assertion here depends on this machine's speed); Ctrl-C
+serves, and leaves nothing; each way the two-Spark report's launch failed, reproduced for
+real, is caught with the node named, by the engine's own words where it says why, and always
+within the plan's deadline + 5 s (the deadlines hold on a CPU 4x slower than the AVX-512 one
+this was first measured on, so no assertion here depends on this machine's speed); Ctrl-C
 mid-launch removes the run's containers on every node and nothing else.
 
 The failures run the lab's TP 2 plan (inventories/lab-moe-tp2.yaml: ready in ~45 s with
@@ -100,7 +100,7 @@ def test_healthy_launch_serves_then_leaves_only_what_it_found(engine_lab, pytest
     assert (report / "evidence" / "node2" / "container.log").stat().st_size > 0
 
 
-# --- failures of the seeds, for real ------------------------------------------------------
+# --- failures of the two-Spark report, for real --------------------------------------------
 
 
 def test_rejected_flag_fails_at_once_naming_the_flag(engine_lab, pytester, tmp_path):
@@ -142,8 +142,9 @@ def test_wrong_gloo_interface_fails_within_the_init_deadline(engine_lab, pyteste
 
 def test_memory_held_on_one_node_is_named(engine_lab, pytester, tmp_path):
     # A 3 GiB KV cache (touched at start-up) beside 2.5 GiB held in the node's 6 GiB: the
-    # worker cannot fit and the kernel kills it (the biggest process then), as on the seeds'
-    # worker node. Without the hog the same plan comes up (see the healthy test's budget).
+    # worker cannot fit and the kernel kills it (the biggest process then), as on the two-Spark
+    # report's worker node (docs/notes.md#two-spark-report). Without the hog the same plan comes
+    # up (see the healthy test's budget).
     engine_lab.apply_fault("hold-memory", "node2", "2.5")
     plan = plan_file(tmp_path, lambda p: p["engine"]["env"].update(VLLM_CPU_KVCACHE_SPACE="3"))
     message = launch_failure(deploy(pytester, plan))

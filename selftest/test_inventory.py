@@ -197,7 +197,7 @@ def test_every_shipped_inventory_parses(path: Path) -> None:
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
-def test_two_sparks_plans_follow_the_field_notes(engine: str) -> None:
+def test_two_sparks_plans_follow_the_spark_sources(engine: str) -> None:
     inv = parse_inventory(yaml.safe_load((INVENTORIES / f"two-sparks-{engine}.yaml").read_text()))
     spark1, spark2 = inv.nodes
     assert inv.head is spark1
@@ -206,7 +206,7 @@ def test_two_sparks_plans_follow_the_field_notes(engine: str) -> None:
     assert env[f"{engine.upper()}_HOST_IP"] == "192.168.200.13"
     assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
     assert env["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1"
-    # field notes check 1: 118.5 GiB / 2 ranks + 20 KV + 10 headroom
+    # docs/notes.md#sizing: 118.5 GiB / 2 ranks + 20 KV + 10 headroom
     assert inv.mem_needed_gib(spark2) == pytest.approx(89.25)
 
 
@@ -255,7 +255,7 @@ BAD = [
         "ssh-unknown",
         "nodes[0].ssh.identity",
         "k",
-        "known keys: connection, jump, key, known_hosts, port, user, verify_host_key",
+        "known keys: config, connection, jump, key, known_hosts, port, user, verify_host_key",
     ),
     bad("ssh-not-mapping", "nodes[0].ssh", "root@x", "expected a mapping"),
     bad(

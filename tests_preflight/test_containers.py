@@ -1,5 +1,5 @@
-"""Nothing else runs on the nodes: the seeds' leftover container cost a launch, and so does
-one another run of this suite left behind."""
+"""Nothing else runs on the nodes: a leftover container cost the two-Spark report a launch
+(docs/notes.md#two-spark-report), and so does one another run of this suite left behind."""
 
 from infergate.checks.containers import check_foreign_containers
 from infergate.fixtures.report import fail_on

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]
 
 def test_model_architecture_supported_by_image(image_facts, node, inventory):
     """The image's transformers reads the model's config.json (AutoConfig), and its engine's
-    model registry lists the architecture (the seeds' image was too old for Qwen3.5)."""
+    model registry lists the architecture (the two-Spark report's image was too old for Qwen3.5)."""
     kind = inventory.engine.kind
     problems = check_model_supported(
         image_facts.part("model-config"), image_facts.part("registry"), kind
