@@ -57,6 +57,14 @@ def ssh_path(value: object, path: str) -> str:
     return found
 
 
+def ssh_include(value: object, path: str) -> str | None:
+    """ssh.config: the user's ssh_config file to Include, or None for `none`, false, null or
+    empty (then only the plan's settings and ssh's built-in defaults apply)."""
+    if value is None or value is False or value in ("", "none"):
+        return None
+    return ssh_path(value, path)
+
+
 def jump(value: object, path: str) -> str:
     """ssh.jump: a node of this plan (checked with the whole plan) or [user@]host[:port]."""
     found = text(value, path)

@@ -14,12 +14,24 @@ from infergate.ssh_config import SshConfigError, plan_known_hosts, plan_ssh_conf
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 
 
-def effective(config: Path, host: str) -> dict[str, str]:
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    """A home without an ssh_config: the plans' default `~/.ssh/config` is not the selftest
+    runner's own."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+def options(config: Path, host: str) -> list[tuple[str, str]]:
     """What ssh itself would use for `host`: `ssh -G` prints its resolved options."""
     out = subprocess.run(
         ["ssh", "-G", "-F", str(config), host], capture_output=True, text=True, check=True
     ).stdout
-    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    return [(k, v) for k, _, v in (line.partition(" ") for line in out.splitlines()) if v]
+
+
+def effective(config: Path, host: str) -> dict[str, str]:
+    """`options` by name (of a list, such as identityfile, the last)."""
+    return dict(options(config, host))
 
 
 def test_lab_config_verifies_host_keys_with_the_lab_known_hosts(tmp_path):
@@ -154,3 +166,98 @@ def test_the_lock_and_deploy_down_connect_with_the_suites_trust_on_their_own(tmp
     assert "controlpath" not in opts  # ControlPath=none: ssh -G prints no socket at all
     assert ssh_command(config, dataclasses.replace(plan.nodes[0], ssh=dataclasses.replace(
         plan.nodes[0].ssh, connection="local")), "true") == ["sh", "-c", "true"]  # fmt: skip
+
+
+def reading(user: Path | str | None, address: str | None = None, **ssh: object) -> Inventory:
+    """The lab plan with every node reading the user's ssh_config USER, and node1 at
+    ADDRESS with its ssh settings SSH."""
+    nodes = [dataclasses.replace(n, ssh=dataclasses.replace(n.ssh, config=user and str(user)))
+             for n in LAB.nodes]  # fmt: skip
+    first = dataclasses.replace(nodes[0], address=address or nodes[0].address)
+    nodes[0] = dataclasses.replace(first, ssh=dataclasses.replace(first.ssh, **ssh))
+    return dataclasses.replace(LAB, nodes=tuple(nodes))
+
+
+def users(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_the_users_config_is_included_after_match_all_so_it_applies_to_every_host(tmp_path):
+    user = users(tmp_path / "config", "Host *\n  CertificateFile /k/cert\n")
+    text = ssh_config(reading(user), tmp_path)
+    assert text.endswith(f'\n\nMatch final\nMatch all\n  Include "{user}"\n')
+    assert text.rindex("\nHost ") < text.index("Match all")  # not inside the last Host block
+    for node in ("node1", "node2"):
+        assert effective(written(tmp_path, reading(user)), node)["certificatefile"] == "/k/cert"
+
+
+@pytest.mark.parametrize("value", [None, "none", "", False])
+def test_ssh_config_none_false_or_empty_reads_no_user_config(value):
+    data = yaml.safe_load((INVENTORIES / "lab.yaml").read_text())
+    assert parse_inventory(data).nodes[0].ssh.config == "~/.ssh/config"  # the default
+    data["nodes"][0]["ssh"]["config"] = value
+    assert parse_inventory(data).nodes[0].ssh.config is None
+
+
+def test_a_disabled_or_missing_user_config_is_not_included(tmp_path):
+    assert "Include" not in ssh_config(reading(None), tmp_path)
+    assert "Include" not in ssh_config(reading(tmp_path / "absent"), tmp_path)
+
+
+def test_the_users_config_path_is_absolute_and_quoted_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "my home"))  # ssh would read ~ from passwd
+    user = users(tmp_path / "my home" / ".ssh" / "config", "Host node2\n  CertificateFile /c\n")
+    plan = reading("~/.ssh/config")
+    assert f'  Include "{user}"\n' in ssh_config(plan, tmp_path)
+    assert effective(written(tmp_path, plan), "node2")["certificatefile"] == "/c"
+
+
+def test_every_node_reads_the_same_user_config(tmp_path):
+    plan = reading(users(tmp_path / "a", ""), config=str(users(tmp_path / "b", "")))
+    with pytest.raises(SshConfigError, match=r"^nodes\[\*\]\.ssh\.config = "):
+        ssh_config(plan, tmp_path)
+
+
+SPARK = """\
+Host spark-a
+  HostName 10.251.0.11
+  IdentityFile /k/spark
+Host 10.251.0.*
+  CertificateFile /k/lab-cert
+"""
+
+
+def test_an_address_that_is_an_alias_of_the_users_config_reaches_its_hostname(tmp_path):
+    config = written(tmp_path, reading(users(tmp_path / "config", SPARK), "spark-a", key=None))
+    alias = effective(config, "spark-a")  # the user's own `ssh spark-a`, through our file
+    assert (alias["hostname"], alias["identityfile"]) == ("10.251.0.11", "/k/spark")
+    node1 = effective(config, "node1")
+    assert node1["hostname"] == "10.251.0.11"  # asked of `ssh -G` when the config is written
+    assert node1["certificatefile"] == "/k/lab-cert"  # a block for the address applies
+    # ssh matches Host against node1 and then 10.251.0.11, never the alias between them
+    assert "/k/spark" not in written(tmp_path, reading(None)).read_text()
+
+
+def test_the_plans_values_win_over_the_users_for_the_same_option(tmp_path):
+    user = users(tmp_path / "config", """\
+Host *
+  User alice
+  Port 2222
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  ControlPath /tmp/theirs-%C
+  BatchMode no
+  IdentitiesOnly no
+  IdentityFile /k/theirs
+""")  # fmt: skip
+    config = written(tmp_path, reading(user))
+    opts = effective(config, "node1")
+    assert (opts["user"], opts["port"], opts["batchmode"]) == ("root", "22", "yes")
+    assert opts["stricthostkeychecking"] in ("true", "yes")
+    assert opts["userknownhostsfile"] == "/var/lib/infergate-lab/ssh/known_hosts"
+    assert opts["controlpath"].startswith(str(tmp_path))
+    assert opts["identitiesonly"] == "yes"
+    keys = [value for name, value in options(config, "node1") if name == "identityfile"]
+    assert keys == ["/var/lib/infergate-lab/ssh/id_ed25519", "/k/theirs"]  # the plan's first
