@@ -1,6 +1,7 @@
 """SSH trust against the lab's real sshd: a plan that does not verify host keys records each
 node's first key in a file of its own and refuses a changed one, and a master opened under
-lax trust never serves a strict run."""
+lax trust never serves a strict run. The user's own ssh_config reaches a node the plan names
+only by the user's alias, with a key that only that file names."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import yaml
 
 from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
 from infergate.inventory import Inventory, parse_inventory
+from infergate_lab import layout
+from selftest.suite import run_suite
 
 pytestmark = pytest.mark.lab
 
@@ -84,3 +87,64 @@ def test_testinfra_modules_reach_the_node_through_the_same_config(masters):
     host = remote(plan_with(), masters, "testinfra", masters / "unused").host
     assert host.run("hostname").stdout == "node2\n"
     assert host.file("/proc/sys/kernel/hostname").content_string == "node2\n"
+
+
+HOST_TESTS = ("-m", "preflight and not image", "-k", "test_host", "--ssh-persist=0")
+
+
+@pytest.fixture
+def users_key(lab, tmp_path: Path) -> Iterator[Path]:
+    """A fresh key pair that the lab's sshd accepts for the duration of the test (the nodes
+    share the lab's authorized_keys file), and no longer after it."""
+    key = tmp_path / "id_users"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    before = layout.AUTHORIZED_KEYS.read_text()
+    layout.AUTHORIZED_KEYS.write_text(before + key.with_suffix(".pub").read_text())
+    try:
+        yield key
+    finally:
+        layout.AUTHORIZED_KEYS.write_text(before)
+
+
+def alias_plan(tmp_path: Path, user_config: str) -> Path:
+    """The lab plan with node2 at the user's alias `spark-b` and no key of the plan's (the
+    head, node1, keeps the lab's: the cluster lock is taken there before any test runs)."""
+    plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    plan["nodes"][1]["address"] = "spark-b"
+    del plan["nodes"][1]["ssh"]["key"]
+    for node in plan["nodes"]:
+        node["ssh"]["config"] = user_config
+    path = tmp_path / f"plan-{user_config.rsplit('/', 1)[-1]}.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+def test_a_node_known_only_by_the_users_alias_and_key_passes_the_host_preflight(
+    users_key, tmp_path, pytester, monkeypatch
+):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)  # no agent: only the file's key
+    user = tmp_path / "my ssh" / "config"
+    user.parent.mkdir()
+    user.write_text(f"""\
+Host spark-b
+  HostName 10.251.0.12
+Host 10.251.0.12
+  IdentityFile "{users_key}"
+""")
+    green = run_suite(pytester, *HOST_TESTS, inventory=alias_plan(tmp_path, str(user)))
+    assert {t for t in green.outcomes if t.endswith("[node2]")} == {
+        "test_host.py::test_ssh_reachable_facts_gathered[node2]",
+        "test_host.py::test_docker_engine_answers[node2]",
+    }, green.output
+    assert green.red() == set(), green.output
+    user.write_text("Host spark-b\n  HostName 10.251.0.12\n")  # the alias, not the key
+    keyless = run_suite(pytester, *HOST_TESTS, inventory=alias_plan(tmp_path, str(user)))
+    assert "node2 (spark-b) is unreachable over SSH: root@spark-b refused the key" in (
+        keyless.message("test_host.py::test_ssh_reachable_facts_gathered[node2]")
+    )
+    red = run_suite(pytester, *HOST_TESTS, inventory=alias_plan(tmp_path, "none"))
+    test = "test_host.py::test_ssh_reachable_facts_gathered[node2]"
+    assert test in red.red(), red.output
+    assert "node2 (spark-b) is unreachable over SSH: the name spark-b does not resolve" in (
+        red.message(test)
+    )
