@@ -47,6 +47,17 @@ def test_stopped_engine_quotes_the_cli_and_says_how_to_start_it():
     assert "systemctl start docker" in problem.remedy
 
 
+def test_socket_permission_denied_says_docker_group_not_start():
+    engine = parse_docker_version(
+        (DATA / "controller/docker-version-permission-denied.txt").read_text()
+    )
+    (problem,) = check_docker_engine(engine)
+    assert "connect: permission denied" in problem.found
+    assert problem.remedy.startswith("the plan's ssh user may not use the engine's socket")
+    assert "usermod -aG docker" in problem.remedy
+    assert "systemctl start" not in problem.remedy
+
+
 def test_missing_cli_says_install():
     engine = parse_docker_version(
         (DATA / "controller/docker-version-not-installed.txt").read_text()

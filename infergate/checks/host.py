@@ -65,6 +65,12 @@ def check_docker_engine(engine: DockerEngine) -> list[Problem]:
     else:
         found = f"docker CLI {engine.client} but no engine answered: {engine.error or '(silent)'}"
         remedy = "start the engine: `sudo systemctl start docker`, then `docker info`"
+        if "permission denied" in (engine.error or ""):  # the engine runs; its socket is shut
+            remedy = (
+                "the plan's ssh user may not use the engine's socket: add it to the docker "
+                "group on the node (`sudo usermod -aG docker USER`; the next ssh login has "
+                "it), or connect as root"
+            )
     return [Problem(found=found, planned="a running Docker engine", remedy=remedy)]
 
 
