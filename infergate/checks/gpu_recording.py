@@ -1,4 +1,4 @@
-"""A GPU host's recorded outputs (scripts/gpu_probe.py's files, or shared/recorded/h200-x2/)
+"""A GPU host's recorded outputs (scripts/gpu_probe.py's files, e.g. selftest/data/h200-device/)
 read back through every GPU parser and judge: the table a recording is checked with.
 
 Takes file name -> text; reads nothing itself. A missing file is "not recorded", one a parser
