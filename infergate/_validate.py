@@ -11,11 +11,46 @@ import math
 import re
 import string
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, ip_address
 from typing import TypeVar
+from weakref import WeakKeyDictionary
 
 T = TypeVar("T")
 Reader = Callable[[object, str], T]
+F = TypeVar("F", bound=Callable[[object, str], object])
+
+# The JSON Schema of each reader that knows more than its return type says (bounds, choices, a
+# pattern), for plan_schema; where a schema goes, a fragment may hold a reader (a list's items).
+# Weak: a parse makes readers of its own, such as int_in(0, 64) for each node.
+SCHEMAS: WeakKeyDictionary[Callable[..., object], dict[str, object]] = WeakKeyDictionary()
+
+
+def _described(reader: F, **schema: object) -> F:
+    SCHEMAS[reader] = schema
+    return reader
+
+
+def written_as(model: Reader[object]) -> Callable[[F], F]:
+    """Give a reader that converts what MODEL read (to a frozenset, say) MODEL's schema."""
+    return lambda reader: _described(reader, **SCHEMAS[model])
+
+
+@dataclass(frozen=True)
+class Read:
+    """One key a Section was asked for, as plan_schema sees the parser read a plan."""
+
+    section: str  # the key path of the mapping, nodes[0].ssh
+    known: tuple[str, ...]
+    key: str
+    how: str  # need: required; get: absent means a default; maybe: absent or null, unplanned
+    reader: Reader[object]
+
+
+# Set by plan_schema while it parses a probe plan: the parser's own account of every key it
+# reads, so that the schema never keeps a second list of keys
+READS: ContextVar[list[Read] | None] = ContextVar("READS", default=None)
 
 ROOT = "<root>"
 NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # also a Host pattern of the ssh_config
@@ -71,6 +106,7 @@ class Section:
 
     def __init__(self, data: object, path: str, known: tuple[str, ...]) -> None:
         self.path = path
+        self.known = known
         self.data = mapping(data, path)
         for key in self.data:  # unknown keys first: a typo must not read as "missing"
             if key not in known:
@@ -81,16 +117,24 @@ class Section:
     def at(self, key: str) -> str:
         return join(self.path, key)
 
+    def _note(self, key: str, how: str, reader: Reader[object]) -> None:
+        reads = READS.get()
+        if reads is not None:
+            reads.append(Read(self.path, self.known, key, how, reader))
+
     def need(self, key: str, reader: Reader[T]) -> T:
+        self._note(key, "need", reader)
         if key not in self.data:
             raise InventoryError(self.at(key), "required key is missing")
         return reader(self.data[key], self.at(key))
 
     def get(self, key: str, reader: Reader[T], default: T) -> T:
+        self._note(key, "get", reader)
         return reader(self.data[key], self.at(key)) if key in self.data else default
 
     def maybe(self, key: str, reader: Reader[T]) -> T | None:
         """An optional key whose absence (or null) means "not planned"."""
+        self._note(key, "maybe", reader)
         value = self.data.get(key)
         return None if value is None else reader(value, self.at(key))
 
@@ -154,7 +198,7 @@ def int_in(lo: int, hi: int) -> Reader[int]:
             )
         return value
 
-    return read
+    return _described(read, type="integer", minimum=lo, maximum=hi)
 
 
 PORT = int_in(1, 65535)
@@ -176,7 +220,8 @@ def number_in(lo: float, hi: float, unit: str, *, above: bool = False) -> Reader
             )
         return float(value)
 
-    return read
+    low = {"exclusiveMinimum" if above else "minimum": lo}
+    return _described(read, type="number", **low, maximum=hi)
 
 
 def _short(number: float) -> str:
@@ -193,7 +238,7 @@ def matching(pattern: re.Pattern[str], what: str) -> Reader[str]:
             raise InventoryError(path, f"{found!r} is not {what}")
         return found
 
-    return read
+    return _described(read, type="string", pattern=f"^(?:{pattern.pattern})$", description=what)
 
 
 NODE_NAME = matching(NODE_NAME_RE, "a valid node name (letters, digits, '.', '_', '-')")
@@ -210,7 +255,7 @@ def choice(options: tuple[str, ...]) -> Reader[str]:
             raise InventoryError(path, f"{found!r} is not one of {', '.join(options)}")
         return found
 
-    return read
+    return _described(read, type="string", enum=list(options))
 
 
 def list_of(reader: Reader[T], *, min_len: int = 0) -> Reader[tuple[T, ...]]:
@@ -223,7 +268,8 @@ def list_of(reader: Reader[T], *, min_len: int = 0) -> Reader[tuple[T, ...]]:
             raise InventoryError(path, f"expected at least {min_len} item(s), got an empty list")
         return tuple(reader(item, f"{path}[{i}]") for i, item in enumerate(value))
 
-    return read
+    bounds = {"minItems": min_len} if min_len else {}
+    return _described(read, type="array", items=reader, **bounds)
 
 
 def ipv4_address(value: object, path: str) -> IPv4Address:
@@ -296,7 +342,10 @@ def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
                 raise InventoryError(key_path, _hidden(e.message, raw), e.line) from None
         return env
 
-    return read
+    names = {"pattern": f"^(?:{_ENV_KEY_RE.pattern})$"}
+    known = ", ".join(f"{{{p}}}" for p in placeholders)
+    values = {"type": ["string", "integer"], "description": f"may hold {known}"}
+    return _described(read, type="object", propertyNames=names, additionalProperties=values)
 
 
 def flag_list(value: object, path: str) -> tuple[str, ...]:
