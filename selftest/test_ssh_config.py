@@ -214,6 +214,13 @@ def test_the_users_config_path_is_absolute_and_quoted_whole(tmp_path, monkeypatc
     assert effective(written(tmp_path, plan), "node2")["certificatefile"] == "/c"
 
 
+def test_a_percent_in_the_users_config_path_is_literal_and_a_pattern_is_refused(tmp_path):
+    user = users(tmp_path / "100%d" / "config", "Host node2\n  CertificateFile /c\n")
+    assert effective(written(tmp_path, reading(user)), "node2")["certificatefile"] == "/c"
+    with pytest.raises(SshConfigError, match=r"^ssh\.config = .*Include would read \*"):
+        ssh_config(reading(users(tmp_path / "[ssh]" / "config", "")), tmp_path)
+
+
 def test_every_node_reads_the_same_user_config(tmp_path):
     plan = reading(users(tmp_path / "a", ""), config=str(users(tmp_path / "b", "")))
     with pytest.raises(SshConfigError, match=r"^nodes\[\*\]\.ssh\.config = "):
