@@ -1,5 +1,6 @@
-"""Three layers, one direction: the library never imports the test framework or does I/O
-through it; the root conftest only names plugins."""
+"""Three layers, one direction: the library never imports the test framework, the fixtures
+or the tests, nor the lab; the fixtures never import the lab; the root conftest names no
+infergate plugin (the entry point loads it)."""
 
 import ast
 from pathlib import Path
@@ -8,28 +9,51 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {"pytest", "testinfra", "_pytest", "fixtures", "requests", "docker", "paramiko"}
+ABOVE_THE_LIBRARY = ("infergate.fixtures", "infergate.tests_", "infergate_lab", "tests_")
 
 
-def imported_roots(path: Path) -> set[str]:
+def imported_names(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
     return names
 
 
-@pytest.mark.parametrize(
-    "path", sorted((ROOT / "infergate").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT))
-)
+def imported_roots(path: Path) -> set[str]:
+    return {name.split(".")[0] for name in imported_names(path)}
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def ids(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("path", modules("infergate"), ids=ids)
 def test_library_module_imports_no_test_framework(path):
     assert imported_roots(path) & FORBIDDEN == set()
 
 
-def test_root_conftest_only_names_plugins():
+@pytest.mark.parametrize("path", modules("infergate"), ids=ids)
+def test_library_module_imports_no_fixtures_tests_or_lab(path):
+    assert {n for n in imported_names(path) if n.startswith(ABOVE_THE_LIBRARY)} == set()
+
+
+@pytest.mark.parametrize("path", modules("fixtures"), ids=ids)
+def test_fixture_module_imports_no_lab(path):
+    assert "infergate_lab" not in imported_roots(path)
+
+
+def test_root_conftest_only_names_pytester():
+    """The plugin comes through its entry point: naming it here as well registers it twice."""
     tree = ast.parse((ROOT / "conftest.py").read_text())
     (statement,) = tree.body
     assert isinstance(statement, ast.Assign)
     assert [t.id for t in statement.targets if isinstance(t, ast.Name)] == ["pytest_plugins"]
+    assert ast.literal_eval(statement.value) == ["pytester"]

@@ -25,6 +25,6 @@ def test_a_sub_directory_conftest_runs_beside_the_report(pytester: pytest.Pytest
     sub = pytester.mkpydir("sub")
     (sub / "conftest.py").write_text("")
     (sub / "test_second.py").write_text("def test_second(report): pass\n")
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:infergate")
     assert "INTERNALERROR" not in result.stdout.str(), result.stdout.str()
     result.assert_outcomes(passed=2)

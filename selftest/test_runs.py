@@ -283,7 +283,7 @@ def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist)
     """A CI cancel (SIGTERM) or a closed terminal (SIGHUP) to pytest, or to xdist's
     controller alone: the session's teardown runs (the deployment's removal is there)."""
     (tmp_path / "test_holds.py").write_text(HOLDS_SOMETHING)
-    argv = [sys.executable, "-m", "pytest", "-p", "infergate.fixtures.runs",
+    argv = [sys.executable, "-m", "pytest", "-p", "no:infergate", "-p", "infergate.fixtures.runs",
             "-p", "no:cacheprovider", "-q", *xdist, "test_holds.py"]  # fmt: skip
     run = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)  # fmt: skip

@@ -1,0 +1,153 @@
+"""`infergate`: the gate's command. The phases run pytest on the installed suites (the
+process becomes pytest, so its exit status and signals are pytest's own); `down` and `plan`
+work on a plan without pytest.
+
+Exit status, as pytest's: 0 green, 1 a test failed, 2 interrupted, 3 internal error, 4 usage
+(a bad plan or command line), 5 no test collected (an error: a gate that checked nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from infergate.inventory import Inventory, InventoryError
+from infergate.plan_yaml import load_plan
+
+USAGE_ERROR = 4  # pytest's ExitCode.USAGE_ERROR
+ENV = "INFERGATE_INVENTORY"
+# each phase's suites and marker expression (a -m given after them replaces the expression)
+PHASES = {
+    "preflight": (("infergate.tests_preflight",), "preflight"),
+    "deploy": (("infergate.tests_deploy", "infergate.tests_inference"), "deploy or inference"),
+    "smoke": (("infergate.tests_inference",), "inference"),
+}
+PHASE_HELP = {
+    "preflight": "read-only checks of every node before launch",
+    "deploy": "launch the plan's engine, gate it, and run the inference tests against it",
+    "smoke": "the inference tests (with --endpoint URL: against a server already running)",
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with pytest's exit status for a usage error (argparse's own is 2, which
+    pytest's callers read as 'interrupted')."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def plan_summary(inventory: Inventory) -> str:
+    """One line: the plan's name, engine and nodes."""
+    nodes = ", ".join(n.where for n in inventory.nodes)
+    return f"{inventory.name} ({inventory.engine.kind}, {len(inventory.nodes)} nodes: {nodes})"
+
+
+def pytest_argv(phase: str, inventory: str | None, rest: list[str]) -> list[str]:
+    """The pytest command line of PHASE: its installed suites by package, its marker, the
+    plan when given here (else pytest reads $INFERGATE_INVENTORY or its ini key)."""
+    suites, marker = PHASES[phase]
+    plan = [f"--inventory={inventory}"] if inventory else []
+    return [sys.executable, "-m", "pytest", "--pyargs", *suites, "-m", marker, *plan, *rest]
+
+
+def plan_given(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path:
+    """--inventory, else $INFERGATE_INVENTORY; a usage error without either."""
+    given = args.inventory or os.environ.get(ENV)
+    if not given:
+        parser.error(f"no plan: give --inventory PATH or set {ENV}=PATH")
+    return Path(given)
+
+
+def check_plan(path: Path) -> int:
+    """Load the plan as the gate does: its summary, or the key that is wrong."""
+    try:
+        inventory = load_plan(path)
+    except InventoryError as e:
+        print(f"--inventory {e.in_file(path)}", file=sys.stderr)
+        return USAGE_ERROR
+    print(f"{path}: {plan_summary(inventory)}")
+    return 0
+
+
+def print_schema() -> int:
+    from infergate.plan_schema import plan_schema
+
+    print(json.dumps(plan_schema(), indent=2))
+    return 0
+
+
+def from_ansible(inventory: Path, out: Path | None) -> int:
+    from infergate.plan_ansible import plan_from_ansible
+
+    try:
+        plan = plan_from_ansible(inventory)
+    except InventoryError as e:
+        print(e.in_file(inventory), file=sys.stderr)
+        return USAGE_ERROR
+    if out is None:
+        print(plan, end="")
+    else:
+        out.write_text(plan)
+    return 0
+
+
+def down(plan: Path, rest: list[str]) -> int:
+    """`python -m infergate.deploy down`, with the plan found here."""
+    from infergate.deploy.__main__ import main as deploy_main
+
+    try:
+        return deploy_main(["down", *rest, "--inventory", str(plan)])
+    except SystemExit as e:  # its argparse's usage error
+        return USAGE_ERROR if e.code == 2 else int(e.code or 0)
+
+
+def make_parser() -> Parser:
+    parser = Parser(prog="infergate", description="The inference cluster gate.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for phase, text in PHASE_HELP.items():
+        run = commands.add_parser(
+            phase, help=text, allow_abbrev=False,
+            description=f"{text}. Other arguments go to pytest as they are.",
+        )  # fmt: skip
+        run.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV}, "
+                         "else the ini key infergate_inventory)")  # fmt: skip
+    gone = commands.add_parser("down", help="remove a run's containers on every node",
+                               description="--run ID | --all-runs, as python -m "
+                               "infergate.deploy down takes them", allow_abbrev=False)  # fmt: skip
+    gone.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
+    plan = commands.add_parser("plan", help="check a plan, its schema, one from Ansible")
+    plans = plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser)
+    check = plans.add_parser("check", help="load the plan as the gate does; exit 4 if wrong")
+    check.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
+    plans.add_parser("schema", help="the plan's JSON Schema")
+    ansible = plans.add_parser("from-ansible", help="a plan from an Ansible inventory")
+    ansible.add_argument("ansible_inventory", metavar="INVENTORY", type=Path)
+    ansible.add_argument("-o", "--output", metavar="OUT", type=Path, help="default: stdout")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command in PHASES:
+        command = pytest_argv(args.command, args.inventory, rest)
+        os.execv(command[0], command)
+    if args.command == "down":
+        return down(plan_given(args, parser), rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.plan_command == "check":
+        return check_plan(plan_given(args, parser))
+    if args.plan_command == "schema":
+        return print_schema()
+    return from_ansible(args.ansible_inventory, args.output)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

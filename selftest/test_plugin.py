@@ -1,0 +1,113 @@
+"""The plugin as pytest loads it from its entry point, in a folder that is not this clone:
+the phase markers, where the plan comes from, the options it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "inventories" / "lab.yaml"
+# the report header (not shown under -q) names the plan read
+COLLECT = ("--pyargs", "infergate.tests_preflight", "--collect-only", "-p", "no:cacheprovider")
+
+
+@pytest.fixture(autouse=True)
+def no_plan_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("INFERGATE_INVENTORY", raising=False)
+
+
+def plan_named(folder: Path, name: str) -> Path:
+    """The lab's plan under another name (the report header shows which plan was read)."""
+    data = yaml.safe_load(LAB.read_text())
+    data["name"] = name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    return folder / f"{name}.yaml"
+
+
+def said(run: pytest.RunResult) -> str:
+    return run.stdout.str() + run.stderr.str()
+
+
+def test_pyargs_from_another_folder_gets_the_phase_markers(pytester: pytest.Pytester) -> None:
+    preflight = pytester.runpytest_subprocess(*COLLECT, f"--inventory={LAB}", "-qm", "preflight")
+    others = pytester.runpytest_subprocess(*COLLECT, f"--inventory={LAB}", "-qm", "not preflight")
+    assert preflight.ret == pytest.ExitCode.OK, said(preflight)
+    assert "test_host.py::test_ssh_reachable_facts_gathered[node1]" in said(preflight)
+    assert others.ret == pytest.ExitCode.NO_TESTS_COLLECTED, said(others)
+
+
+def test_without_a_plan_the_run_says_how_to_give_one(pytester: pytest.Pytester) -> None:
+    run = pytester.runpytest_subprocess(*COLLECT)
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, said(run)
+    assert "no plan: give the deployment plan (YAML) as --inventory=PATH, or in the " in said(run)
+    assert "INFERGATE_INVENTORY=PATH" in said(run)
+    assert "`infergate_inventory = PATH`" in said(run)
+
+
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [(("ini",), "ini"), (("ini", "env"), "env"), (("ini", "env", "option"), "option")],
+    ids=["ini", "env-over-ini", "option-over-env"],
+)
+def test_the_plan_comes_from_the_option_then_env_then_ini(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, given: tuple[str, ...], read: str
+) -> None:
+    """The ini's path is relative to the ini file's folder (conf/), not to the current one."""
+    plans = {name: plan_named(pytester.path / "conf", name) for name in ("ini", "env", "option")}
+    (pytester.path / "conf" / "pytest.ini").write_text("[pytest]\ninfergate_inventory = ini.yaml\n")
+    if "env" in given:
+        monkeypatch.setenv("INFERGATE_INVENTORY", str(plans["env"]))
+    option = [f"--inventory={plans['option']}"] if "option" in given else []
+    run = pytester.runpytest_subprocess(*COLLECT, "-c", "conf/pytest.ini", *option)
+    assert run.ret == pytest.ExitCode.OK, said(run)
+    assert f"inventory: {read} (vllm, 2 nodes" in said(run)
+
+
+def test_a_separate_plan_path_outside_the_ini_folder_is_refused(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--inventory PATH` as two words: pytest has taken PATH for a test path when it chose
+    its rootdir and ini file; one word (=) is read as the plan, as is a plan in the ini's
+    folder."""
+    repo, outside = pytester.path / "repo", plan_named(pytester.path / "elsewhere", "other")
+    inside = plan_named(repo, "inside")
+    (repo / "pytest.ini").write_text("[pytest]\n")
+    monkeypatch.chdir(repo)
+    two_words = pytester.runpytest_subprocess(*COLLECT, "--inventory", str(outside))
+    one_word = pytester.runpytest_subprocess(*COLLECT, f"--inventory={outside}")
+    in_repo = pytester.runpytest_subprocess(*COLLECT, "--inventory", str(inside))
+    assert two_words.ret == pytest.ExitCode.USAGE_ERROR, said(two_words)
+    assert f"write --inventory={outside} (one word)" in said(two_words)
+    assert one_word.ret == pytest.ExitCode.OK, said(one_word)
+    assert "inventory: other (" in said(one_word)
+    assert in_repo.ret == pytest.ExitCode.OK, said(in_repo)
+    assert "inventory: inside (" in said(in_repo)
+
+
+@pytest.mark.parametrize(
+    ("option", "key"),
+    [
+        ("--hosts=ssh://a,ssh://b", "nodes[*].name and nodes[*].address"),
+        ("--connection=paramiko", "nodes[*].ssh.connection"),
+        ("--ssh-config=/etc/ssh/ssh_config", "nodes[*].ssh (user, port, key"),
+        ("--ssh-extra-args=-4", "nodes[*].ssh (user, port, key"),
+        ("--ssh-identity-file=/k/id", "nodes[*].ssh.key"),
+        ("--sudo", "nodes[*].ssh.user"),
+        ("--sudo-user=admin", "nodes[*].ssh.user"),
+        ("--ansible-inventory=hosts.ini", "infergate plan from-ansible INVENTORY"),
+        ("--force-ansible", "nodes[*].ssh.connection"),
+    ],
+)
+def test_a_testinfra_host_option_is_refused_naming_the_plan_key(
+    pytester: pytest.Pytester, option: str, key: str
+) -> None:
+    run = pytester.runpytest_subprocess(*COLLECT, f"--inventory={LAB}", option)
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, said(run)
+    assert f"ERROR: {option.split('=')[0]}: infergate reaches the nodes its plan names; " in (
+        said(run)
+    )
+    assert key in said(run)
