@@ -1,5 +1,5 @@
 """The plugin as pytest loads it from its entry point, in a folder that is not this clone:
-the phase markers, where the plan comes from, the options it refuses."""
+the phase markers, where the plan comes from, the options it refuses, --strict."""
 
 from __future__ import annotations
 
@@ -111,3 +111,30 @@ def test_a_testinfra_host_option_is_refused_naming_the_plan_key(
         said(run)
     )
     assert key in said(run)
+
+
+UNCONFIGURED = """
+from infergate.fixtures.plugin import skip_unconfigured
+
+def test_baseline(pytestconfig):
+    skip_unconfigured(pytestconfig, "no baseline file: set inference.baseline")
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+def test_a_check_without_thresholds_skips_or_fails_under_strict(
+    pytester: pytest.Pytester, strict: bool
+) -> None:
+    pytester.makepyfile(test_unconfigured=UNCONFIGURED)
+    run = pytester.runpytest_subprocess(
+        f"--inventory={LAB}", "-p", "no:cacheprovider", "-rsf", *(["--strict"] if strict else [])
+    )
+    run.assert_outcomes(failed=1) if strict else run.assert_outcomes(skipped=1)
+    assert "no baseline file: set inference.baseline" in said(run)
+
+
+def test_the_performance_tests_skip_only_through_the_strict_helper() -> None:
+    """Their three skips for a missing threshold or baseline each fail under --strict."""
+    source = (ROOT / "tests_inference" / "test_performance.py").read_text()
+    assert "pytest.skip(" not in source
+    assert source.count("skip_unconfigured(") == 3

@@ -7,6 +7,7 @@ import pytest
 
 from infergate.fixtures.endpoint import baseline_key
 from infergate.fixtures.inventory import INVENTORY_KEY
+from infergate.fixtures.plugin import skip_unconfigured
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
@@ -52,12 +53,16 @@ def test_usage_counts_the_streamed_tokens(sweep: list[LevelSummary], inventory: 
     fail_on_cluster(inventory.nodes, problems)
 
 
-def test_throughput_meets_the_plan(sweep: list[LevelSummary], inventory: Inventory) -> None:
+def test_throughput_meets_the_plan(
+    sweep: list[LevelSummary], inventory: Inventory, pytestconfig: pytest.Config
+) -> None:
     """Aggregate output tokens/s at the highest level and median TTFT at concurrency 1 meet
     the plan's floors."""
     plan = inventory.inference
     if plan.min_output_tokens_per_s is None and plan.max_ttft_ms is None:
-        pytest.skip("no thresholds: set inference.min_output_tokens_per_s or .max_ttft_ms")
+        skip_unconfigured(
+            pytestconfig, "no thresholds: set inference.min_output_tokens_per_s or .max_ttft_ms"
+        )
     fail_on_cluster(inventory.nodes, check_thresholds(sweep, plan))
 
 
@@ -72,7 +77,7 @@ def test_performance_holds_against_the_baseline(
     hardware, image, model and flags, within inference.baseline_tolerance."""
     path = inventory.inference.baseline
     if path is None:
-        pytest.skip("no baseline file: set inference.baseline")
+        skip_unconfigured(pytestconfig, "no baseline file: set inference.baseline")
     key = baseline_key(inventory, image_id, model_digest)
     current = baseline.figures_of(sweep)
     if pytestconfig.getoption("update_baseline"):
@@ -80,6 +85,8 @@ def test_performance_holds_against_the_baseline(
         return
     stored = baseline.load(pytestconfig.rootpath / path, key)
     if stored is None:
-        pytest.skip(f"no baseline stored for {key.id}: run once with --update-baseline")
+        skip_unconfigured(
+            pytestconfig, f"no baseline stored for {key.id}: run once with --update-baseline"
+        )
     problems = baseline.compare(current, stored, inventory.inference.baseline_tolerance)
     fail_on_cluster(inventory.nodes, problems)
