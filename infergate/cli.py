@@ -1,9 +1,6 @@
 """`infergate`: the gate's command. The phases run pytest on the installed suites (the
 process becomes pytest, so its exit status and signals are pytest's own); `down` and `plan`
 work on a plan without pytest.
-
-Exit status, as pytest's: 0 green, 1 a test failed, 2 interrupted, 3 internal error, 4 usage
-(a bad plan or command line), 5 no test collected (an error: a gate that checked nothing).
 """
 
 from __future__ import annotations
@@ -19,6 +16,11 @@ from infergate.inventory import Inventory, InventoryError
 from infergate.plan_yaml import load_plan
 
 USAGE_ERROR = 4  # pytest's ExitCode.USAGE_ERROR
+EXIT_STATUS = (
+    "exit status, as pytest's: 0 green, 1 a test failed, 2 interrupted, 3 internal error, "
+    "4 usage (a bad plan or command line), 5 no test collected (an error: a gate that "
+    "checked nothing)"
+)
 ENV = "INFERGATE_INVENTORY"
 # each phase's suites and marker expression (a -m given after them replaces the expression)
 PHASES = {
@@ -108,7 +110,7 @@ def down(plan: Path, rest: list[str]) -> int:
 
 
 def make_parser() -> Parser:
-    parser = Parser(prog="infergate", description="The inference cluster gate.")
+    parser = Parser(prog="infergate", description="The inference cluster gate.", epilog=EXIT_STATUS)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for phase, text in PHASE_HELP.items():
         run = commands.add_parser(
