@@ -33,6 +33,7 @@ from infergate.deploy.runlock import (
     parse_lock_reply,
 )
 from infergate.deploy.runs import check_removed, check_run_not_taken, parse_run_listing
+from infergate.fixtures import runs
 from infergate.fixtures.deploy import _new_run_id, sigint_deferred
 from infergate.inventory import Inventory, parse_inventory
 from infergate_lab.engine import Ran
@@ -378,3 +379,38 @@ def test_deploy_down_leaves_the_run_that_holds_the_cluster(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith(f"h200 (localhost): the cluster lock is held by run {live} ")
     assert "it is running; nothing removed" in done.stdout
+
+
+class _Controller:
+    """What xdist's controller hook reads of its config: no pytest run needed."""
+
+    def __init__(self, args: list[str], endpoint: str | None = None) -> None:
+        self.args = args
+        self.stash = pytest.Stash()
+        self.option = type("Option", (), {"collectonly": False})()
+        self.endpoint = endpoint
+
+    def getoption(self, name: str) -> str | None:
+        assert name == "endpoint"
+        return self.endpoint
+
+
+@pytest.mark.parametrize(
+    ("args", "ids", "endpoint", "locked"),
+    [
+        (["tests_preflight"], ["tests_preflight/test_host.py::t[node1]"], None, True),
+        # --pyargs: the ids start inside the suite's folder; the argument names the suite
+        (["infergate.tests_preflight"], ["test_host.py::t[node1]"], None, True),
+        (["infergate.tests_inference"], ["test_performance.py::t[c1]"], None, True),
+        (["infergate.tests_inference"], ["test_performance.py::t[c1]"], "http://h/v1", False),
+        (["selftest_dir"], ["test_other.py::t"], None, False),
+    ],
+)
+def test_the_xdist_controller_takes_the_lock_for_the_phases_collected(
+    monkeypatch, args, ids, endpoint, locked
+):
+    taken = []
+    monkeypatch.setattr(runs, "take_lock", taken.append)
+    controller = _Controller(args, endpoint)
+    runs.pytest_xdist_node_collection_finished(type("Node", (), {"config": controller})(), ids)
+    assert bool(taken) is locked
