@@ -138,3 +138,29 @@ def test_the_performance_tests_skip_only_through_the_strict_helper() -> None:
     source = (ROOT / "tests_inference" / "test_performance.py").read_text()
     assert "pytest.skip(" not in source
     assert source.count("skip_unconfigured(") == 3
+
+
+SHOWS_DIST = """
+def pytest_collection_finish(session):
+    print("dist:", session.config.option.dist)
+"""
+
+
+@pytest.mark.parametrize(
+    ("given", "backstop"), [((), "600.0s"), (("-o", "timeout=7"), "7.0s")], ids=["none", "ini"]
+)
+def test_a_run_without_a_timeout_of_its_own_gets_the_backstop(
+    pytester: pytest.Pytester, given: tuple[str, ...], backstop: str
+) -> None:
+    """A user's repository whose ini says nothing of pytest-timeout still gets a backstop."""
+    run = pytester.runpytest_subprocess(*COLLECT, f"--inventory={LAB}", *given)
+    assert f"timeout: {backstop}" in said(run)
+
+
+def test_xdist_alone_keeps_the_groups_together(pytester: pytest.Pytester) -> None:
+    """`-n 2` with no --dist: xdist's `load` would split the in-image tests' one rendezvous."""
+    pytester.makepyfile(shows_dist=SHOWS_DIST)
+    run = pytester.runpytest_subprocess(
+        *COLLECT, f"--inventory={LAB}", "-p", "shows_dist", "-n", "2", "-s"
+    )
+    assert "dist: loadgroup" in said(run)
