@@ -84,11 +84,11 @@ def print_schema() -> int:
     return 0
 
 
-def from_ansible(inventory: Path, out: Path | None) -> int:
+def from_ansible(inventory: Path, group: str | None, out: Path | None) -> int:
     from infergate.plan_ansible import plan_from_ansible
 
     try:
-        plan = plan_from_ansible(inventory)
+        plan = plan_from_ansible(inventory, group)
     except InventoryError as e:
         print(e.in_file(inventory), file=sys.stderr)
         return USAGE_ERROR
@@ -130,6 +130,7 @@ def make_parser() -> Parser:
     plans.add_parser("schema", help="the plan's JSON Schema")
     ansible = plans.add_parser("from-ansible", help="a plan from an Ansible inventory")
     ansible.add_argument("ansible_inventory", metavar="INVENTORY", type=Path)
+    ansible.add_argument("--group", help="only the hosts of this group (default: every host)")
     ansible.add_argument("-o", "--output", metavar="OUT", type=Path, help="default: stdout")
     return parser
 
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         return check_plan(plan_given(args, parser))
     if args.plan_command == "schema":
         return print_schema()
-    return from_ansible(args.ansible_inventory, args.output)
+    return from_ansible(args.ansible_inventory, args.group, args.output)
 
 
 if __name__ == "__main__":

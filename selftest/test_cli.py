@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -123,15 +122,16 @@ def test_plan_schema_prints_the_schema_as_json(capsys: pytest.CaptureFixture[str
 
 
 def test_plan_from_ansible_prints_or_writes_the_plan(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The subcommand's wiring, with the converter stood in for: its argument, stdout or -o."""
-    seen: list[Path] = []
-    stand_in = types.ModuleType("infergate.plan_ansible")
-    stand_in.plan_from_ansible = lambda path: seen.append(path) or "name: x\n"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "infergate.plan_ansible", stand_in)
-    assert main(["plan", "from-ansible", "hosts.ini"]) == 0
-    assert capsys.readouterr().out == "name: x\n"
-    assert main(["plan", "from-ansible", "hosts.ini", "-o", str(tmp_path / "plan.yaml")]) == 0
-    assert (tmp_path / "plan.yaml").read_text() == "name: x\n"
-    assert seen == [Path("hosts.ini"), Path("hosts.ini")]
+    """The Ansible sample's hosts become the plan's nodes: on stdout, or in the file -o names;
+    --group narrows them, and a group the inventory lacks is a usage error naming it."""
+    sample = ROOT / "selftest" / "data" / "ansible" / "ini" / "sparks.ini"
+    assert main(["plan", "from-ansible", str(sample)]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert [n["name"] for n in printed["nodes"]] == ["spark-01", "spark-02", "grafana"]
+    out = tmp_path / "plan.yaml"
+    assert main(["plan", "from-ansible", str(sample), "--group", "sparks", "-o", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["nodes"] == printed["nodes"][:2]
+    assert main(["plan", "from-ansible", str(sample), "--group", "no-such-group"]) == 4
+    assert "no-such-group" in capsys.readouterr().err

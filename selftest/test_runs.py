@@ -64,7 +64,7 @@ def test_another_runs_containers_are_named_with_the_command_that_removes_that_ru
     assert f"infergate-node1-{OTHER} of infergate run {OTHER} (plan lab, Up About a minute" in (
         text)  # fmt: skip
     assert f"run {OTHER} (the in-image probe, Up About a minute, holding 0.0 GiB)" in text
-    cmd = f"python -m infergate.deploy down --run {OTHER} --inventory inventories/lab.yaml"
+    cmd = f"infergate down --run {OTHER} --inventory inventories/lab.yaml"
     assert text.count(cmd) == 2
     assert "container leftover-x (image iglab/busybox" in text
 
@@ -105,7 +105,7 @@ def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(
     problems = check_removed("r1", removal, listing, left, "plan.yaml")
     assert expected in "\n".join(p.found for p in problems)
     assert problems[0].remedy.startswith(cause), problems[0].remedy
-    assert "python -m infergate.deploy down --run r1 --inventory plan.yaml" in problems[0].remedy
+    assert "infergate down --run r1 --inventory plan.yaml" in problems[0].remedy
     assert check_removed("r1", (0, ""), (0, ""), [], None) == []
 
 
@@ -151,7 +151,7 @@ def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
     )
     assert "fix: Docker is not answering on the node: start it" in message
     assert re.search(r"\w+ \(\d+\.\d+\.\d+\.\d+\): ", message), message
-    assert "python -m infergate.deploy down --run r-0011223344556677 --inventory plan.yaml" in (
+    assert "infergate down --run r-0011223344556677 --inventory plan.yaml" in (
         message)  # fmt: skip
     assert not any("stopped run" in s for s in said)
 
@@ -310,7 +310,7 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     assert "exited 1: Cannot connect to the Docker daemon at unix:///nonexistent.sock" in (
         done.stdout
     )
-    assert f"python -m infergate.deploy down --run r1 --inventory {plan}" in done.stdout
+    assert f"infergate down --run r1 --inventory {plan}" in done.stdout
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])

@@ -119,4 +119,4 @@ def down_command(run_id: str | None, inventory_path: str | None = None) -> str:
     when RUN_ID is None)."""
     which = ["--run", run_id] if run_id else ["--all-runs"]
     where = ["--inventory", inventory_path] if inventory_path else []
-    return shlex.join(["python", "-m", "infergate.deploy", "down", *which, *where])
+    return shlex.join(["infergate", "down", *which, *where])

@@ -10,6 +10,7 @@ run is left on any node; 1 when a node could not be reached or still holds one.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,6 @@ from infergate.plan_yaml import load_plan
 from infergate.problems import describe_all
 from infergate.ssh_config import SshConfigError, plan_ssh_config, ssh_command
 
-DEFAULT_INVENTORY = "inventories/lab.yaml"
 GRACE_S = 5
 
 
@@ -93,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
     which.add_argument("--all-runs", action="store_true",
                        help="every run of this suite but the one running now")  # fmt: skip
-    down.add_argument("--inventory", metavar="PATH", default=DEFAULT_INVENTORY,
-                      help=f"the plan of the nodes (default {DEFAULT_INVENTORY})")  # fmt: skip
+    plan = os.environ.get("INFERGATE_INVENTORY")  # as the suite reads it: no lab default
+    down.add_argument("--inventory", metavar="PATH", default=plan, required=plan is None,
+                      help="the plan of the nodes (default: $INFERGATE_INVENTORY)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         inventory = load_plan(Path(args.inventory))
