@@ -1,0 +1,139 @@
+"""The installed form, as a user meets it: the wheel built from this tree, installed into a
+fresh virtualenv, run from a "user repo" folder that holds only a plan and a pytest.ini,
+against the lab. It must give the same results as the clone, and its command must judge
+plans and Ansible inventories the same way the library does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from selftest.suite import ROOT, SuiteRun, read_junit, run_suite
+
+# building the wheel and installing its dependencies (from the package registry, or pip's
+# cache) takes a minute or two; each preflight run, seconds to a minute
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
+
+HOSTILE = ROOT / "selftest" / "data" / "plans-hostile"
+ANSIBLE = ROOT / "selftest" / "data" / "ansible"
+
+
+def sh(
+    argv: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+def tracked_tree(into: Path) -> Path:
+    """This tree as a clone would have it (tracked files and new ones git does not ignore),
+    so the wheel is built from what would be committed, not from build leftovers."""
+    listed = sh(["git", "ls-files", "-co", "--exclude-standard", "-z"], ROOT).stdout
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, into / name)
+    return into
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = tracked_tree(tmp_path_factory.mktemp("tree"))
+    out = tmp_path_factory.mktemp("dist")
+    built = sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), "."], tree)
+    assert built.returncode == 0, built.stderr
+    (path,) = out.glob("infergate-*.whl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the wheel and its declared dependencies, nothing else."""
+    where = tmp_path_factory.mktemp("venv")
+    made = sh([sys.executable, "-m", "venv", str(where)], where)
+    assert made.returncode == 0, made.stderr
+    installed = sh([str(where / "bin" / "pip"), "install", "-q", str(wheel)], where)
+    assert installed.returncode == 0, installed.stderr
+    return where
+
+
+@pytest.fixture
+def user_repo(tmp_path: Path) -> Path:
+    """A user's repository: their plan and a pytest.ini naming it, nothing of ours."""
+    shutil.copy(ROOT / "inventories" / "lab.yaml", tmp_path / "plan.yaml")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ninfergate_inventory = plan.yaml\n")
+    return tmp_path
+
+
+def user_env(venv: Path) -> dict[str, str]:
+    """The user's shell: the venv's commands first, and nothing of this clone importable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
+    env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
+    return env
+
+
+def run_installed(venv: Path, repo: Path, argv: list[str]) -> SuiteRun:
+    junit = repo / "junit.xml"
+    done = sh([*argv, f"--junitxml={junit}", "-p", "no:cacheprovider"], repo, user_env(venv))
+    assert junit.exists(), done.stdout + done.stderr
+    return SuiteRun(read_junit(junit), done.stdout + done.stderr)
+
+
+def test_wheel_holds_the_product_and_not_the_lab(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert "fixtures" not in tops, "a top-level `fixtures` clashes with PyPI's `fixtures`"
+    assert not any(t.startswith("infergate_lab") for t in tops), "the lab is root-only"
+    for module in ("fixtures/plugin.py", "tests_preflight/test_host.py", "checks/scripts"):
+        assert any(n.startswith(f"infergate/{module}") for n in names), module
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[pytest11]" in text
+    assert "infergate = infergate.cli:main" in text
+
+
+def test_installed_preflight_agrees_with_the_clone(venv, user_repo, pytester, engine_lab):
+    clone = run_suite(pytester, "-m", "preflight")
+    command = run_installed(venv, user_repo, ["infergate", "preflight"])
+    pyargs = run_installed(
+        venv, user_repo, ["pytest", "--pyargs", "infergate.tests_preflight", "-m", "preflight"]
+    )
+    statuses = {t: o.status for t, o in clone.outcomes.items()}
+    assert statuses, clone.output
+    assert "test_host.py::test_ssh_reachable_facts_gathered[node1]" in statuses
+    assert "test_in_image.py::test_rendezvous_all_reduce_across_nodes" in statuses
+    assert {t: o.status for t, o in command.outcomes.items()} == statuses, command.output
+    assert {t: o.status for t, o in pyargs.outcomes.items()} == statuses, pyargs.output
+
+
+def test_the_user_repo_imports_the_installed_package(venv, user_repo):
+    where = sh(["python", "-c", "import infergate.fixtures.plugin as p; print(p.__file__)"],
+               user_repo, user_env(venv))  # fmt: skip
+    assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
+
+
+def test_installed_command_judges_plans(venv, user_repo):
+    expected = yaml.safe_load((HOSTILE / "expected.yaml").read_text())
+    name = "dup-engine-block"
+    bad = HOSTILE / f"{name}.yaml"
+    checked = sh(["infergate", "plan", "check", "--inventory", str(bad)], user_repo, user_env(venv))
+    assert checked.returncode == 4, checked.stdout + checked.stderr
+    assert expected[name]["says"] in checked.stdout + checked.stderr
+    good = sh(["infergate", "plan", "check", "--inventory", "plan.yaml"], user_repo, user_env(venv))
+    assert good.returncode == 0, good.stdout + good.stderr
+
+
+def test_installed_command_reads_an_ansible_inventory(venv, user_repo):
+    inventory = ANSIBLE / "ini" / "sparks.ini"
+    argv = ["infergate", "plan", "from-ansible", str(inventory), "--group", "sparks"]
+    made = sh(argv, user_repo, user_env(venv))
+    assert made.returncode == 0, made.stderr
+    plan = yaml.safe_load(made.stdout)
+    assert [n["name"] for n in plan["nodes"]] == ["spark-01", "spark-02"], made.stdout
