@@ -22,9 +22,9 @@ $(BIN)/.installed: pyproject.toml lab/pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/python -m infergate_lab up -n $(NODES)
 	$(BIN)/python -m infergate_lab engine --smoke
-	$(BIN)/pytest -m preflight
-	$(BIN)/pytest tests_deploy tests_inference
-	$(BIN)/pytest tests_deploy tests_inference --inventory=inventories/lab-moe-tp2.yaml
+	$(BIN)/infergate preflight --inventory=inventories/lab.yaml
+	$(BIN)/infergate deploy --inventory=inventories/lab.yaml
+	$(BIN)/infergate deploy --inventory=inventories/lab-moe-tp2.yaml
 
 # The project's own tests: lint, types, unit tests on recorded outputs, and runs of the
 # real suite against the lab (which the tests bring up and take down themselves).
