@@ -245,6 +245,11 @@ def parse_inventory(data: object) -> Inventory:
     Each section is checked on its own first, then the rules that tie sections together
     (addresses in the subnet, the head, the world size) run on the whole plan.
     """
+    if isinstance(data, dict) and "all" in data and "nodes" not in data:
+        raise InventoryError(
+            "all", "this is an Ansible inventory, not a plan: `infergate plan from-ansible "
+            "PATH` writes a plan from it"
+        )  # fmt: skip
     top = v.Section(data, v.ROOT, _TOP_KEYS)
     fabric = top.need("fabric", _fabric)
     inventory = Inventory(

@@ -146,3 +146,12 @@ def test_not_an_inventory_is_a_clear_error(name: str, text: str, says: str, tmp_
 def test_an_unknown_group_names_the_groups() -> None:
     with pytest.raises(InventoryError, match=r"groups: all, gpu, monitoring, sparks$"):
         plan_from_ansible(INI_INVENTORY, "gpus")
+
+
+def test_an_ansible_inventory_given_as_the_plan_says_how_to_convert_it() -> None:
+    with pytest.raises(InventoryError) as e:
+        load_plan(YAML_INVENTORY)
+    assert e.value.in_file(YAML_INVENTORY).endswith(
+        "all: this is an Ansible inventory, not a plan: `infergate plan from-ansible PATH` "
+        "writes a plan from it"
+    )
