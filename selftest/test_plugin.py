@@ -131,6 +131,8 @@ def test_a_check_without_thresholds_skips_or_fails_under_strict(
     )
     run.assert_outcomes(failed=1) if strict else run.assert_outcomes(skipped=1)
     assert "no baseline file: set inference.baseline" in said(run)
+    if not strict:  # the summary points at the test's own line, not the helper's
+        assert "SKIPPED [1] test_unconfigured.py:" in said(run)
 
 
 def test_the_performance_tests_skip_only_through_the_strict_helper() -> None:
