@@ -43,8 +43,9 @@ def ours_from(
     lab: Lab, node: str, inventory: str, base: str, level: int, requests: int, max_tokens: int
 ) -> dict[str, float]:
     """`ours`, by this same script inside that lab node's namespaces and cgroup, with the
-    system python (a node has its own /root, where pyenv's interpreter lives)."""
-    path = f"PYTHONPATH={ROOT}:{sysconfig.get_paths()['purelib']}"
+    system python (a node has its own /root, where pyenv's interpreter lives). PYTHONPATH
+    names lab/ itself: the venv's editable installs are .pth files, which it does not read."""
+    path = f"PYTHONPATH={ROOT}:{ROOT / 'lab'}:{sysconfig.get_paths()['purelib']}"
     argv = ["env", path, "/usr/bin/python3", __file__, "--inventory", inventory,
             "--ours-json", f"{base},{level},{requests},{max_tokens}"]  # fmt: skip
     done = lab.node_exec(node, argv, timeout=900)
