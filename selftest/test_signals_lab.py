@@ -2,7 +2,7 @@
 or mid-preflight leaves nothing of the run on any node and stops nothing it did not start;
 a second run while one holds the cluster is refused naming it; a run killed outright
 (SIGKILL: no teardown at all) frees the cluster lock with its connection, and the next
-preflight names what it left, which `python -m infergate.deploy down --run ID` removes.
+preflight names what it left, which `infergate down --run ID` removes.
 
 The launches run the lab's TP 2 plan (inventories/lab-moe-tp2.yaml) and are cut a few
 seconds in, so each costs a container start, not a model load."""
@@ -153,10 +153,10 @@ def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_dow
     assert f"container infergate-node1-{run_id} of infergate run {run_id} (plan lab-moe-tp2" in (
         message
     )
-    down = ["python", "-m", "infergate.deploy", "down", "--run", run_id, "--inventory", str(TP2)]
+    down = ["infergate", "down", "--run", run_id, "--inventory", str(TP2)]
     assert " ".join(down) in message
     assert f"container {FOREIGN} (image" in message  # the foreign one, as before
-    done = subprocess.run([sys.executable, *down[1:]], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([str(Path(sys.executable).with_name("infergate")), *down[1:]], cwd=ROOT, capture_output=True, text=True,
                           timeout=180, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"node1 (10.251.0.11): removed 1 container(s)\n  - infergate-node1-{run_id} " in (
