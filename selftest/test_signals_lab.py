@@ -156,8 +156,9 @@ def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_dow
     down = ["infergate", "down", "--run", run_id, "--inventory", str(TP2)]
     assert " ".join(down) in message
     assert f"container {FOREIGN} (image" in message  # the foreign one, as before
-    done = subprocess.run([str(Path(sys.executable).with_name("infergate")), *down[1:]], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180, check=False)  # fmt: skip
+    command = [str(Path(sys.executable).with_name("infergate")), *down[1:]]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180,
+                          check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"node1 (10.251.0.11): removed 1 container(s)\n  - infergate-node1-{run_id} " in (
         done.stdout
