@@ -166,7 +166,7 @@ def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_dow
     assert "node2 (10.251.0.12): removed 1 container(s)" in done.stdout
     assert left_on_nodes(engine_lab) == {}
     assert foreign_running(engine_lab), "deploy down stopped a container of no run"
-    again = subprocess.run([sys.executable, *down[1:]], cwd=ROOT, capture_output=True,
+    again = subprocess.run(command, cwd=ROOT, capture_output=True,
                            text=True, timeout=180, check=False)  # fmt: skip
     assert again.returncode == 0
     assert "node1 (10.251.0.11): removed 0 container(s)" in again.stdout
