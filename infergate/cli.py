@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from infergate.inventory import Inventory, InventoryError
+from infergate.plan_yaml import PLAN_ENV as ENV
 from infergate.plan_yaml import load_plan
 
 USAGE_ERROR = 4  # pytest's ExitCode.USAGE_ERROR
@@ -21,7 +22,6 @@ EXIT_STATUS = (
     "4 usage (a bad plan or command line), 5 no test collected (an error: a gate that "
     "checked nothing)"
 )
-ENV = "INFERGATE_INVENTORY"
 # each phase's suites and marker expression (a -m given after them replaces the expression)
 PHASES = {
     "preflight": (("infergate.tests_preflight",), "preflight"),

@@ -25,6 +25,7 @@ import yaml
 from infergate._validate import ROOT, InventoryError, join
 from infergate.inventory import Inventory, parse_inventory
 
+PLAN_ENV = "INFERGATE_INVENTORY"  # the plan where no --inventory names one (suite, command, down)
 MAX_BYTES = 256 * 1024  # the shipped plans, comments and all, are under 8 KiB
 MAX_DEPTH = 16  # the deepest key of a plan, nodes[0].fabric.hcas[0], is 4 levels down
 MAX_VALUES = 10_000  # counted with every alias expanded; lab.yaml has 82

@@ -26,7 +26,7 @@ from infergate.deploy.runs import (
     remove_command,
 )
 from infergate.inventory import Inventory, InventoryError, Node
-from infergate.plan_yaml import load_plan
+from infergate.plan_yaml import PLAN_ENV, load_plan
 from infergate.problems import describe_all
 from infergate.ssh_config import SshConfigError, plan_ssh_config, ssh_command
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
     which.add_argument("--all-runs", action="store_true",
                        help="every run of this suite but the one running now")  # fmt: skip
-    plan = os.environ.get("INFERGATE_INVENTORY")  # as the suite reads it: no lab default
+    plan = os.environ.get(PLAN_ENV)  # as the suite reads it: no lab default
     down.add_argument("--inventory", metavar="PATH", default=plan, required=plan is None,
                       help="the plan of the nodes (default: $INFERGATE_INVENTORY)")  # fmt: skip
     args = parser.parse_args(argv)
