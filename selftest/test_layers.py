@@ -1,6 +1,10 @@
 """Three layers, one direction: the library never imports the test framework, the fixtures
 or the tests, nor the lab; the fixtures never import the lab; the root conftest names no
-infergate plugin (the entry point loads it)."""
+infergate plugin (the entry point loads it).
+
+`requests` is the library's HTTP client (infergate.http_session makes its sessions): doing
+HTTP is no test framework's business, and one client for the gate, the conformance calls and
+the load keeps the key, TLS, proxy and timeout policy in one place."""
 
 import ast
 from pathlib import Path
@@ -8,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"pytest", "testinfra", "_pytest", "fixtures", "requests", "docker", "paramiko"}
+FORBIDDEN = {"pytest", "testinfra", "_pytest", "fixtures", "docker", "paramiko"}
 ABOVE_THE_LIBRARY = ("infergate.fixtures", "infergate.tests_", "infergate_lab", "tests_")
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import shlex
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, TypeVar
 
+from infergate import http_session
 from infergate.apikey import ApiKey, check_authorized, redact
 from infergate.checks.containers import down_command
 from infergate.deploy.launch import (
@@ -106,17 +105,17 @@ class HttpAnswer:
     body: str
 
 
-def http_get(url: str, timeout_s: float, key: ApiKey | None = None) -> HttpAnswer:
+def http_get(
+    url: str, timeout_s: float, key: ApiKey | None = None, ca_bundle: str | None = None
+) -> HttpAnswer:
     """GET URL (with the key as a bearer token); a refused or timed-out connection reads as
-    status 0 with the reason."""
-    request = urllib.request.Request(url, headers=key.header() if key else {})
+    status 0 with the socket's reason."""
+    session = http_session.session_for(url, key.value if key else None, ca_bundle)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as r:
-            return HttpAnswer(r.status, r.read().decode(errors="replace"))
-    except urllib.error.HTTPError as e:
-        return HttpAnswer(e.code, e.read().decode(errors="replace"))
-    except (urllib.error.URLError, OSError) as e:
-        return HttpAnswer(0, str(getattr(e, "reason", e)))
+        r = session.get(url, timeout=http_session.timeouts(timeout_s))
+    except http_session.ERRORS as e:
+        return HttpAnswer(0, str(http_session.reason(e)))
+    return HttpAnswer(r.status_code, r.content.decode(errors="replace"))
 
 
 class Deployment:

@@ -1,21 +1,23 @@
-"""An OpenAI-compatible endpoint as clients see it: stdlib HTTP, timed per SSE event.
+"""An OpenAI-compatible endpoint as clients see it: HTTP through the endpoint's one session
+(infergate.http_session), timed per SSE event.
 
-No HTTP library beyond the standard one, so that what is timed is the wire and nothing
-else: each event is stamped with `time.perf_counter()` when the blank line that completes
-it is read, as `vllm bench serve` stamps a message when its `\\n\\n` arrives. Every call has
-its own deadline, enforced on the socket before each read.
+Each event is stamped with `time.perf_counter()` when the bytes holding the blank line that
+completes it arrive, as `vllm bench serve` stamps a message when its `\\n\\n` arrives: the
+body is read as it comes (one socket read at a time, never buffered to a size). Every call
+has its own deadline, enforced on the socket before each read.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
+from requests import Response, Session
+
+from infergate import http_session
 from infergate.inference.sse import Event, EventSplitter, chunk_texts, finish_reason
 
 Body = Mapping[str, object]
@@ -102,7 +104,12 @@ class _Recorder:
 
 
 def stream_completion(
-    base_url: str, path: str, body: Body, timeout_s: float, api_key: str | None = None
+    base_url: str,
+    path: str,
+    body: Body,
+    timeout_s: float,
+    api_key: str | None = None,
+    ca_bundle: str | None = None,
 ) -> StreamRecord:
     """POST `body` to `base_url` + `path` streaming with usage; record every event's time.
 
@@ -111,82 +118,98 @@ def stream_completion(
     did: that lands in `status` and `error`.
     """
     streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    session = http_session.session_for(base_url, api_key, ca_bundle)
     rec = _Recorder(time.perf_counter())
-    deadline = rec.start_s + timeout_s
-    conn = _connection(base_url, timeout_s)
     try:
-        conn.request("POST", _path(base_url, path), json.dumps(streamed), _headers(api_key))
-        response = conn.getresponse()
-        rec.status = response.status
-        if response.status != 200:
-            rec.error = f"HTTP {response.status}: {_read_text(response)[:500]}"
-        else:
-            _read_events(conn, response, rec, deadline)
-    except (OSError, http.client.HTTPException) as e:  # TimeoutError is an OSError
+        with session.post(
+            _url(base_url, path),
+            json.dumps(streamed),
+            headers=STREAM_HEADERS,
+            timeout=http_session.timeouts(timeout_s),
+            stream=True,
+        ) as response:
+            rec.status = response.status_code
+            if response.status_code != 200:
+                rec.error = f"HTTP {response.status_code}: {_text(response)[:500]}"
+            else:
+                _read_events(response, rec, rec.start_s + timeout_s)
+    except http_session.ERRORS as e:
         seen = f" after {len(rec.times)} content chunk(s)" if rec.status == 200 else ""
-        rec.error = f"{type(e).__name__}: {e or 'no detail'}{seen} (timeout {timeout_s:g} s)"
-    finally:
-        conn.close()
+        rec.error = f"{http_session.describe(e)}{seen} (timeout {timeout_s:g} s)"
     return rec.freeze()
 
 
-def _read_events(
-    conn: http.client.HTTPConnection,
-    response: http.client.HTTPResponse,
-    rec: _Recorder,
-    deadline: float,
-) -> None:
+def _read_events(response: Response, rec: _Recorder, deadline: float) -> None:
+    """Split the body into lines as its bytes arrive; an event is timed by the read that
+    brought the line completing it."""
     splitter = EventSplitter()
-    while True:
-        if conn.sock is not None:  # the whole call's deadline, not a per-read one
-            conn.sock.settimeout(max(deadline - time.perf_counter(), 0.001))
-        line = response.readline()
+    pending = b""
+    while data := http_session.read_some(response, deadline):
         now = time.perf_counter()
-        if not line:
-            break
-        text = line.decode("utf-8", errors="replace")
-        rec.raw.append(text)
-        if event := splitter.feed(text.rstrip("\r\n")):
-            rec.on_event(event, now)
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            _feed(splitter, line + b"\n", rec, now)
+    if pending:  # a last line without its newline
+        _feed(splitter, pending, rec, time.perf_counter())
     if event := splitter.flush():
         rec.on_event(event, time.perf_counter())
     if not rec.done and not rec.error:
         rec.error = f"stream ended without `data: [DONE]` after {len(rec.times)} content chunk(s)"
 
 
+def _feed(splitter: EventSplitter, line: bytes, rec: _Recorder, now: float) -> None:
+    text = line.decode("utf-8", errors="replace")
+    rec.raw.append(text)
+    if event := splitter.feed(text.rstrip("\r\n")):
+        rec.on_event(event, now)
+
+
 def post_json(
-    base_url: str, path: str, body: Body | str, timeout_s: float, api_key: str | None = None
+    base_url: str,
+    path: str,
+    body: Body | str,
+    timeout_s: float,
+    api_key: str | None = None,
+    ca_bundle: str | None = None,
 ) -> tuple[int, object]:
     """POST a JSON body (a str is sent as it is: a malformed body on purpose); the status
     and the parsed JSON reply (its text when not JSON); status 0 when no answer came."""
     payload = body if isinstance(body, str) else json.dumps(body)
-    return _call("POST", base_url, path, payload, timeout_s, api_key)
+    session = http_session.session_for(base_url, api_key, ca_bundle)
+    return _call("POST", base_url, path, payload, timeout_s, session)
 
 
 def get_json(
-    base_url: str, path: str, timeout_s: float, api_key: str | None = None
+    base_url: str,
+    path: str,
+    timeout_s: float,
+    api_key: str | None = None,
+    ca_bundle: str | None = None,
 ) -> tuple[int, object]:
     """GET (`/models`); the status and the parsed JSON reply (its text when not JSON);
     status 0 and the reason when no answer came (refused, timed out)."""
-    return _call("GET", base_url, path, None, timeout_s, api_key)
+    session = http_session.session_for(base_url, api_key, ca_bundle)
+    return _call("GET", base_url, path, None, timeout_s, session)
 
 
 def _call(
-    method: str, base_url: str, path: str, payload: str | None, timeout_s: float, key: str | None
+    method: str, base_url: str, path: str, payload: str | None, timeout_s: float, session: Session
 ) -> tuple[int, object]:
-    conn = _connection(base_url, timeout_s)
     try:
-        conn.request(method, _path(base_url, path), payload, _headers(key))
-        response = conn.getresponse()
-        text = _read_text(response)
-    except (OSError, http.client.HTTPException) as e:  # TimeoutError is an OSError
-        return 0, f"no answer from {base_url}: {type(e).__name__}: {e or 'no detail'}"
-    finally:
-        conn.close()
+        response = session.request(
+            method,
+            _url(base_url, path),
+            data=payload,
+            headers=JSON_HEADERS,
+            timeout=http_session.timeouts(timeout_s),
+        )
+    except http_session.ERRORS as e:
+        return 0, f"no answer from {base_url}: {http_session.describe(e)}"
+    text = _text(response)
     try:
-        return response.status, json.loads(text)
+        return response.status_code, json.loads(text)
     except ValueError:
-        return response.status, text
+        return response.status_code, text
 
 
 @dataclass(frozen=True)
@@ -205,17 +228,17 @@ def run_load(
     concurrency: int,
     timeout_s: float,
     api_key: str | None = None,
+    ca_bundle: str | None = None,
 ) -> LoadRun:
     """Send every body, keeping exactly `concurrency` requests in flight until the tail.
 
     Like `vllm bench serve --request-rate inf --max-concurrency N`: a new request starts the
-    moment one finishes. vLLM reuses keep-alive connections; this opens one per request (a
-    local TCP connect is well under a millisecond, and it lands in TTFT as it would for a
-    client that does the same).
+    moment one finishes. Keep-alive connections are reused, as vLLM's client reuses them
+    (the endpoint's one session keeps them).
     """
 
     def one(body: Body) -> StreamRecord:
-        return stream_completion(base_url, path, body, timeout_s, api_key)
+        return stream_completion(base_url, path, body, timeout_s, api_key, ca_bundle)
 
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency, thread_name_prefix="infergate-load") as pool:
@@ -223,23 +246,14 @@ def run_load(
     return LoadRun(concurrency, records, time.perf_counter() - start)
 
 
-def _connection(base_url: str, timeout_s: float) -> http.client.HTTPConnection:
-    url = urlsplit(base_url)
-    if url.scheme not in ("http", "https") or not url.hostname:
-        raise ValueError(f"{base_url!r} is not an http(s) URL like http://head:8000/v1")
-    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-    return kind(url.hostname, url.port, timeout=timeout_s)
+def _url(base_url: str, path: str) -> str:
+    """`http://head:8000/v1` + `/chat/completions` -> `http://head:8000/v1/chat/completions`."""
+    return base_url.rstrip("/") + "/" + path.lstrip("/")
 
 
-def _path(base_url: str, path: str) -> str:
-    """`http://head:8000/v1` + `/chat/completions` -> `/v1/chat/completions`."""
-    return urlsplit(base_url).path.rstrip("/") + "/" + path.lstrip("/")
+JSON_HEADERS = {"Content-Type": "application/json"}
+STREAM_HEADERS = JSON_HEADERS | {"Accept": "text/event-stream, */*"}
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream, */*"}
-    return headers | ({"Authorization": f"Bearer {api_key}"} if api_key else {})
-
-
-def _read_text(response: http.client.HTTPResponse) -> str:
-    return response.read().decode("utf-8", errors="replace")
+def _text(response: Response) -> str:
+    return response.content.decode("utf-8", errors="replace")

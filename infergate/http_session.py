@@ -1,0 +1,86 @@
+"""Every HTTP call the suite makes goes through a `requests.Session` made here, one per
+endpoint and key: the deploy readiness gate, the conformance calls and the load client.
+
+Proxies: none. The suite talks to the cluster's own engine endpoint and times it, so the
+environment's proxy variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY), ~/.netrc and
+REQUESTS_CA_BUNDLE are not read (`trust_env = False`): a proxy in the middle would answer
+for the engine and add its own latency to every TTFT.
+
+TLS: an https endpoint is always verified, against certifi's CA bundle (requests' default)
+or, when the caller names one (--ca-bundle), against that bundle alone.
+
+Timeouts: every call has a (connect, read) pair from `timeouts`; a stream's whole-call
+deadline is enforced on the socket before each read (`read_some`).
+
+The key rides in the session's Authorization header. requests' and urllib3's exceptions
+name the URL, never a header; `reason` gives the socket's own error, which names neither.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+CONNECT_S = 10.0  # a reachable endpoint connects in milliseconds; a dead one should not wait
+POOL_SIZE = 256  # connections kept per endpoint: above any planned concurrency
+# what a call can raise: requests' errors are OSErrors, a stream's raw read raises urllib3's
+ERRORS = (OSError, urllib3.exceptions.HTTPError)
+
+
+def session_for(url: str, api_key: str | None, ca_bundle: str | None = None) -> requests.Session:
+    """The session for URL's endpoint (scheme, host and port) with this key and CA bundle."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http(s) URL like http://head:8000/v1")
+    return _session(f"{parts.scheme}://{parts.netloc}", api_key, ca_bundle)
+
+
+@functools.cache
+def _session(origin: str, api_key: str | None, ca_bundle: str | None) -> requests.Session:
+    """Made once per endpoint, so keep-alive connections are reused as clients reuse them."""
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = ca_bundle or True
+    session.headers["Accept-Encoding"] = "identity"  # the bytes as sent, timed as they arrive
+    if api_key:
+        session.headers["Authorization"] = f"Bearer {api_key}"
+    adapter = HTTPAdapter(pool_maxsize=POOL_SIZE)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def timeouts(timeout_s: float) -> tuple[float, float]:
+    """(connect, read) for a call given TIMEOUT_S."""
+    return min(CONNECT_S, timeout_s), timeout_s
+
+
+def read_some(response: requests.Response, deadline: float) -> bytes:
+    """The body bytes that have arrived (at least one, or b"" at its end), waiting no later
+    than DEADLINE (`time.perf_counter()`). `read1` makes one read of the socket, chunked or
+    not: `iter_content(None)` would read a body without chunked framing to its end."""
+    raw: Any = response.raw  # urllib3's HTTPResponse
+    if raw.connection is not None and raw.connection.sock is not None:
+        raw.connection.sock.settimeout(max(deadline - time.perf_counter(), 0.001))
+    data: bytes = raw.read1()
+    return data
+
+
+def reason(error: BaseException) -> BaseException:
+    """The innermost error: requests wraps urllib3's, which wraps the socket's
+    (ConnectionRefusedError, TimeoutError), and that one says what happened."""
+    inner = (error.__cause__, getattr(error, "reason", None), *error.args)
+    found = next((e for e in inner if isinstance(e, BaseException)), None)
+    return reason(found) if found is not None else error
+
+
+def describe(error: BaseException) -> str:
+    """`ConnectionRefusedError: [Errno 111] Connection refused`, as the socket said it."""
+    cause = reason(error)
+    return f"{type(cause).__name__}: {cause or 'no detail'}"
