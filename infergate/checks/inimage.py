@@ -20,11 +20,18 @@ import hashlib
 import json
 import re
 import shlex
+from dataclasses import replace
 from importlib.resources import files
 from typing import Any
 
 from infergate.checks.cuda import CudaVersion, parse_cuda_version, parse_cuda_version_json
-from infergate.checks.nccl import AllReduce
+from infergate.checks.nccl import (
+    AllReduce,
+    DistRun,
+    check_rendezvous,
+    failures_in,
+    parse_torchrun_log,
+)
 from infergate.checks.probe import Section
 from infergate.docker_cli import ContainerSpec, docker_run, keep_ngc_entrypoint, remove_labelled
 from infergate.inventory import Inventory
@@ -231,34 +238,29 @@ def check_nccl_conf(nccl: dict[str, Any]) -> list[Problem]:
     ]
 
 
+def parse_in_image_rendezvous(result: dict[str, Any], world: int) -> DistRun:
+    """The in-image probe's `rendezvous` section (scripts/in_image.py) as the rendezvous judge
+    reads a torchrun log: done when the Gloo sum is WORLD; else its error and traceback lines.
+
+    Samples: ``{"gloo_sum": 2.0, "gloo_seconds": 0.41, "nccl_allreduce": {...}, "nccl_log":
+    "... via P2P/CUMEM ..."}``; ``{"error": "RuntimeError: [enforce fail at ...] Unable to
+    find address for: ib9", "trace": "Traceback ..."}``; ``{"error": "no rendezvous within
+    20 s"}`` (selftest/data/h200-device/inimage-*.txt)."""
+    done = "error" not in result and result.get("gloo_sum") == world
+    said = [str(result["error"])] if "error" in result else []
+    if not done and not said:
+        said = [f"Gloo all-reduce sum {result.get('gloo_sum')} instead of {world}"]
+    lines = [*said, *str(result.get("trace", "")).splitlines()]
+    log = parse_torchrun_log(str(result.get("nccl_log", "")))
+    return replace(log, allreduce=nccl_allreduce(result), failures=failures_in(lines),
+                   exit_code=0 if done else 1, tail=tuple(said))  # fmt: skip
+
+
 def check_all_reduce(result: dict[str, Any], world: int, deadline: float) -> list[Problem]:
-    """The all-reduce across every node completed within its deadline with the right sum."""
-    if "error" not in result and result.get("gloo_sum") == world:
-        return []
-    said = result.get("error") or f"sum {result.get('gloo_sum')} instead of {world}"
-    trace = str(result.get("trace", ""))
-    hint = rendezvous_hint(said + trace)
-    return [
-        Problem(
-            found=f"Gloo all-reduce across {world} nodes failed: {said[:300]}",
-            planned=f"an all-reduce across every node within {deadline:g} s, with the plan's env",
-            remedy=hint,
-        )
-    ]
-
-
-def rendezvous_hint(text: str) -> str:
-    if "Unable to find address for" in text or "no socket interface found" in text:
-        return (
-            "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME name an interface this node lacks: "
-            "fix engine.env"
-        )
-    if "Connection refused" in text:
-        return "the head's dist-init port refused: is something else bound there, or the head down?"
-    return (
-        "a node did not join in time: check the fabric link and firewalls between the nodes "
-        "(the dist-init TCP test above), and that every node runs this preflight's image"
-    )
+    """The all-reduce across every node completed within its deadline with the right sum:
+    the probe's section judged as the recorded torchrun runs are (nccl.check_rendezvous)."""
+    planned = f"an all-reduce across every node within {deadline:g} s, with the plan's env"
+    return check_rendezvous(parse_in_image_rendezvous(result, world), planned)
 
 
 def image_cuda_version(cuda: dict[str, Any]) -> CudaVersion | None:

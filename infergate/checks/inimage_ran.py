@@ -15,7 +15,7 @@ from typing import Any
 from infergate.checks.cuda import CudaInit, parse_cuda_init
 from infergate.checks.host import DockerEngine, check_docker_engine
 from infergate.checks.image import check_image_parity
-from infergate.checks.inimage import rendezvous_hint
+from infergate.checks.nccl import remedy_for
 from infergate.checks.probe import Section
 from infergate.inventory import Inventory
 from infergate.problems import Problem
@@ -75,7 +75,7 @@ def check_nccl_ran(result: dict[str, Any]) -> list[Problem]:
             Problem(
                 found=f"no NCCL all-reduce: the rendezvous before it failed: {said[:300]}",
                 planned="an NCCL all-reduce across every node after the Gloo rendezvous",
-                remedy=rendezvous_hint(said + str(result.get("trace", ""))),
+                remedy=remedy_for([said, *str(result.get("trace", "")).splitlines()]),
             )
         ]
     return [

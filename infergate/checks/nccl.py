@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from infergate.problems import Problem
+from infergate.signatures import RENDEZVOUS, Signature, named, signatures_for
 
 EXIT_TIMED_OUT = 124  # `timeout`'s exit status, also what gpu_probe.py records on its deadline
 
@@ -25,7 +26,7 @@ class AllReduce:
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str  # a key of SIGNATURES
+    kind: str  # a signature's name (infergate.signatures)
     line: str
 
 
@@ -41,42 +42,13 @@ class DistRun:
     tail: tuple[str, ...]  # the last lines, for the failure message
 
 
-# kind -> (pattern, variable to fix, remedy); most specific first.
-SIGNATURES: dict[str, tuple[re.Pattern[str], str, str]] = {
-    "nccl-no-interface": (
-        re.compile(r"no socket interface found"),
-        "NCCL_SOCKET_IFNAME",
-        "set NCCL_SOCKET_IFNAME to the fabric interface (`ip -br addr` on each node shows it "
-        "with its address), the same variable on every rank",
-    ),
-    "gloo-no-address": (
-        re.compile(r"Unable to find address for: ?(\S*)"),
-        "GLOO_SOCKET_IFNAME",
-        "set GLOO_SOCKET_IFNAME to the fabric interface (`ip -br addr`), on every rank",
-    ),
-    "timeout": (
-        re.compile(
-            r"Watchdog caught collective operation timeout|DistStoreError|"
-            r"Timed out after \d+ seconds|timed out after \d+ s"
-        ),
-        "NCCL_SOCKET_IFNAME",
-        "a rank never joined: start all ranks with one --dist-init-addr/MASTER_ADDR on the "
-        "fabric, pin NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the fabric interface and "
-        "NCCL_IB_HCA to its HCAs on every node, and check the port: `nc -zv HEAD PORT`",
-    ),
-    "nccl-error": (
-        re.compile(r"DistBackendError: (.*)|NCCL WARN (.*)"),
-        "NCCL_DEBUG",
-        "rerun with NCCL_DEBUG=INFO and read the WARN lines; check NCCL_SOCKET_IFNAME and "
-        "NCCL_IB_HCA name this node's fabric interface and HCAs",
-    ),
-}
-_GENERIC = "nccl-error"
 _VIA = re.compile(r"\svia (\S+)")
 _ALLREDUCE = re.compile(
     r"world=(\d+) bytes=(\d+) time_ms=([\d.]+) algbw_GBps=([\d.]+) busbw_GBps=([\d.]+)"
 )
 _ENV = re.compile(r"NCCL INFO (\w+) set by environment to (\S+?)\.?$")
+_ENV_KEY = "engine.env."  # a signature's key under it is a variable NCCL reports setting
+_JOINED = "every rank joins and the all-reduce completes, exit 0"
 
 
 def _transport(via: str) -> str:
@@ -97,7 +69,7 @@ def parse_torchrun_log(text: str) -> DistRun:
     return DistRun(
         transports=frozenset(_transport(m) for m in _VIA.findall(text)),
         allreduce=_allreduce(text),
-        failures=_failures(lines),
+        failures=failures_in(lines),
         exit_code=int(exits[-1]) if exits else None,
         ranks_ok=frozenset(int(r) for r in re.findall(r"rank(\d+) ok", text)),
         nccl_env={m[1]: m[2] for m in map(_ENV.search, lines) if m},
@@ -114,47 +86,52 @@ def _allreduce(text: str) -> AllReduce | None:
     return AllReduce(int(world), int(nbytes), *map(float, rates))
 
 
-def _failures(lines: list[str]) -> tuple[Failure, ...]:
+def failures_in(lines: list[str]) -> tuple[Failure, ...]:
+    """The first line of each rendezvous failure signature in LINES, most specific first."""
     found: dict[str, Failure] = {}
     for line in lines:
-        for kind, (pattern, _, _) in SIGNATURES.items():
-            if kind not in found and pattern.search(line):
-                found[kind] = Failure(kind, line.strip())
+        for signature in signatures_for(RENDEZVOUS):
+            if signature.name not in found and signature.search(line):
+                found[signature.name] = Failure(signature.name, line.strip())
     return tuple(found.values())
 
 
-def check_rendezvous(run: DistRun) -> list[Problem]:
+def check_rendezvous(run: DistRun, planned: str = _JOINED) -> list[Problem]:
     """Every rank joined and the collective completed (exit 0); if not, the failure signature
-    found in the output names the variable to fix."""
+    found in the output says why and names the variable to fix."""
     if run.exit_code == 0 or (run.exit_code is None and (run.allreduce or run.ranks_ok)):
         return []
-    specific = [f for f in run.failures if f.kind != _GENERIC]
-    problems = [_failure_problem(f, run) for f in specific or run.failures]
-    if problems:
-        return problems
+    causes = _causes(run.failures)
+    if causes:
+        return [_failure_problem(f, cause, run, planned) for f, cause in causes]
     timed_out = run.exit_code == EXIT_TIMED_OUT
     ended = "timed out" if timed_out else f"exit {run.exit_code}"
-    return [
-        Problem(
-            found=f"{ended}: " + " | ".join(run.tail[-3:]),
-            planned=_JOINED,
-            remedy=SIGNATURES["timeout" if timed_out else _GENERIC][2],
-        )
-    ]
+    cause = named("rank-missing" if timed_out else "nccl-error")
+    return [Problem(f"{ended}: " + " | ".join(run.tail[-3:]), planned, cause.remedy)]
 
 
-_JOINED = "every rank joins and the all-reduce completes, exit 0"
-
-
-def _failure_problem(failure: Failure, run: DistRun) -> Problem:
-    _, variable, remedy = SIGNATURES[failure.kind]
+def _failure_problem(failure: Failure, cause: Signature, run: DistRun, planned: str) -> Problem:
+    variable = next((k.removeprefix(_ENV_KEY) for k in cause.keys if k.startswith(_ENV_KEY)), "")
     value = run.nccl_env.get(variable)
     setting = f" with {variable}={value}" if value else ""
     return Problem(
-        found=f"rendezvous failed{setting}: {failure.line[:300]}",
-        planned=_JOINED,
-        remedy=remedy,
+        found=f"rendezvous failed{setting}: {cause.meaning}: {failure.line[:300]}",
+        planned=planned,
+        remedy=cause.remedy,
     )
+
+
+def _causes(failures: tuple[Failure, ...]) -> list[tuple[Failure, Signature]]:
+    """Each failure with its signature; the generic ones only where no specific one was seen."""
+    found = [(f, named(f.kind)) for f in failures]
+    return [c for c in found if not c[1].generic] or found
+
+
+def remedy_for(lines: list[str]) -> str:
+    """What to do about a rendezvous that failed with LINES: the most specific signature's
+    remedy, or, with none, the one for a rank that never joined."""
+    causes = _causes(failures_in(lines))
+    return causes[0][1].remedy if causes else named("rank-missing").remedy
 
 
 def transport_kind(transport: str) -> str:

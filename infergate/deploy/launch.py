@@ -14,6 +14,7 @@ from infergate.apikey import ENGINE_ENV, engine_keys, flags_without_key
 from infergate.checks.containers import PLAN_LABEL, RUN_LABEL
 from infergate.docker_cli import engine_container, run_keeping_ngc_entrypoint
 from infergate.inventory import Inventory, Node
+from infergate.signatures import Signature
 
 
 @dataclass(frozen=True)
@@ -91,17 +92,6 @@ Step = Start | Exec | Milestone | ClusterJoined | HttpReady
 
 
 @dataclass(frozen=True)
-class Fatal:
-    """A log line that means the launch has failed, what it means, and what to do."""
-
-    pattern: str
-    meaning: str
-    remedy: str
-    # a Traceback's first line: its cause (a later, specific line) is worth a moment's wait
-    generic: bool = False
-
-
-@dataclass(frozen=True)
 class Launch:
     engine: str
     run_id: str
@@ -109,16 +99,16 @@ class Launch:
     served_name: str
     containers: dict[str, str]  # node name -> container name
     steps: tuple[Step, ...]
-    fatal: tuple[Fatal, ...]
+    fatal: tuple[Signature, ...]  # signatures.signatures_for(engine): what ends the launch
     milestones: tuple[Milestone, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         found = tuple(s for s in self.steps if isinstance(s, Milestone))
         object.__setattr__(self, "milestones", found)
 
-    def fatal_in(self, line: str) -> Fatal | None:
-        """The first of the fatal patterns (the most specific: they are listed so) in LINE."""
-        return next((f for f in self.fatal if re.search(f.pattern, line)), None)
+    def fatal_in(self, line: str) -> Signature | None:
+        """The first of the fatal signatures (the most specific: they are listed so) in LINE."""
+        return next((f for f in self.fatal if f.search(line)), None)
 
 
 @dataclass(frozen=True)
@@ -180,31 +170,3 @@ def ordered(inventory: Inventory) -> list[Node]:
 
 def names(nodes: list[Node]) -> tuple[str, ...]:
     return tuple(n.name for n in nodes)
-
-
-# What ends a launch, in every engine (docs/notes.md#launch-deadlines)
-COMMON_FATAL = (
-    Fatal(r"unrecognized arguments|error: argument", "the engine rejected a flag",
-          "remove or fix the flag in engine.flags (`pytest -m preflight -k flags` checks them "
-          "with the engine's own parser)"),
-    Fatal(r"[Aa]ddress already in use", "a port the engine binds is taken",
-          "free the port (`ss -ltnp` on the node names the holder) or change engine.api_port / "
-          "engine.dist_init_port"),
-    Fatal(r"out of memory|OutOfMemoryError|Cannot allocate memory|not enough (KV cache|memory)",
-          "the engine ran out of memory",
-          "free memory on the node (`pytest -m preflight -k memory` names the holders) or "
-          "lower the KV cache / memory fraction in engine.flags"),
-    Fatal(r"NCCL WARN|collective operation timeout|Watchdog caught collective",
-          "NCCL failed between the ranks",
-          "pin NCCL_SOCKET_IFNAME / NCCL_IB_HCA to the fabric and run "
-          "`pytest -m preflight -k rendezvous`"),
-    Fatal(r"Unable to find address for|[Nn]o such device|Cannot assign requested address",
-          "a socket interface or address the plan pins is not on the node",
-          "fix GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME / *_HOST_IP in the plan "
-          "(`pytest -m preflight -k pinning` checks them on every node)"),
-    Fatal(r"CUDA error", "a CUDA call failed",
-          "run `pytest -m 'preflight and gpu'` for the driver / CUDA compatibility check"),
-    Fatal(r"Traceback \(most recent call last\)", "the engine raised an exception",
-          "read the error lines below; the evidence directory holds the full logs",
-          generic=True),
-)  # fmt: skip

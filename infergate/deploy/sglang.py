@@ -5,8 +5,6 @@ serves HTTP (SGLang's docs/references/multi_node_deployment/multi_node.md)."""
 from __future__ import annotations
 
 from infergate.deploy.launch import (
-    COMMON_FATAL,
-    Fatal,
     HttpReady,
     Launch,
     Milestone,
@@ -19,23 +17,7 @@ from infergate.deploy.launch import (
     ordered,
 )  # fmt: skip
 from infergate.inventory import Inventory
-
-SGLANG_FATAL = (
-    # model_runner.py init_torch_distributed: a rank with less free memory than 0.9 of its
-    # own (docs/notes.md#sizing), e.g. a leftover container on one node
-    Fatal(r"memory capacity is unbalanced", "one node has less free memory than the others",
-          "free the memory on the node with less (`pytest -m preflight -k memory` names the "
-          "holders); keep SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK on, it names that node"),
-    Fatal(r"connectFullMesh failed", "Gloo could not connect the ranks",
-          "pin GLOO_SOCKET_IFNAME to the fabric interface in engine.env (sglang #3226), then "
-          "`pytest -m preflight -k 'fabric or pinning'`"),
-    Fatal(r"Scheduler hit an exception", "an SGLang scheduler (one TP rank) died",
-          "read the error lines above it; the evidence directory holds the full logs"),
-    Fatal(r"Received sigquit from a child process", "an SGLang child process failed",
-          "the cause is logged above it on the same node; read that node's full log"),
-    *COMMON_FATAL,
-)  # fmt: skip
-
+from infergate.signatures import signatures_for
 
 # SGLang reads its key from `--api-key` only: the launcher appends it from this variable to
 # its own sys.argv, which the process's argv (`ps`, /proc/PID/cmdline) never shows
@@ -81,5 +63,6 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         # token through every rank.
         HttpReady("API ready", ("/health_generate", "/v1/models"), d.ready),
     ]  # fmt: skip
+    containers = {s.node: s.container for s in starts}
     return Launch("sglang", run_id, endpoint(inventory), inventory.model.served_name,
-                  {s.node: s.container for s in starts}, tuple(steps), SGLANG_FATAL)  # fmt: skip
+                  containers, tuple(steps), signatures_for("sglang"))  # fmt: skip

@@ -5,8 +5,6 @@ parallelism_scaling docs; the 2x GB10 recipe, vllm-project/recipes PR 414)."""
 from __future__ import annotations
 
 from infergate.deploy.launch import (
-    COMMON_FATAL,
-    Fatal,
     HttpReady,
     Launch,
     Milestone,
@@ -19,17 +17,7 @@ from infergate.deploy.launch import (
     ordered,
 )  # fmt: skip
 from infergate.inventory import Inventory, Node
-
-VLLM_FATAL = (
-    Fatal(r"Engine core initialization failed", "vLLM's engine core died while starting",
-          "read the error lines above it; the evidence directory holds the full logs"),
-    Fatal(r"DistStoreError|waiting for clients", "not every rank reached the dist-init store",
-          "start every node, and check that the workers reach engine.dist_init_addr:"
-          "dist_init_port over the fabric (`pytest -m preflight -k 'fabric or rendezvous'`)"),
-    Fatal(r"Connection closed by peer|remote worker crash", "a remote rank went away",
-          "look at that node's log and `dmesg` for an OOM kill"),
-    *COMMON_FATAL,
-)  # fmt: skip
+from infergate.signatures import signatures_for
 
 
 def serve_command(inventory: Inventory, node: Node, rank: int) -> list[str]:
@@ -65,5 +53,6 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         Milestone("server ready", r"Application startup complete", head, d.ready),
         HttpReady("API ready", ("/health", "/v1/models"), d.ready),
     ]  # fmt: skip
+    containers = {s.node: s.container for s in starts}
     return Launch("vllm", run_id, endpoint(inventory), inventory.model.served_name,
-                  {s.node: s.container for s in starts}, tuple(steps), VLLM_FATAL)  # fmt: skip
+                  containers, tuple(steps), signatures_for("vllm"))  # fmt: skip

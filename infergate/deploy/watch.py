@@ -7,7 +7,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from infergate.deploy.launch import Fatal, Launch, Milestone
+from infergate.deploy.launch import Launch, Milestone
+from infergate.signatures import Signature
 
 LOG_MARK = "::infergate-log::"
 OOM_MARK = "::infergate-oom::"
@@ -26,7 +27,7 @@ class NodeWatch:
     lines: list[str] = field(default_factory=list)
     reached: dict[str, float] = field(default_factory=dict)  # milestone -> seconds
     oom_kills: list[str] = field(default_factory=list)  # "VLLM::Worker_TP1 (pid 4711)"
-    fatal: Fatal | None = None  # the most specific fatal line seen: what it means
+    fatal: Signature | None = None  # the most specific fatal line seen: what it means
     fatal_line: str = ""
     fatal_at: float = 0.0  # seconds into the launch when the first one was seen
 
@@ -89,7 +90,7 @@ def scan(launch: Launch, watch: NodeWatch, node: str, new: list[str], at_s: floa
     return reached
 
 
-def _rank(launch: Launch, fatal: Fatal) -> int:
+def _rank(launch: Launch, fatal: Signature) -> int:
     return launch.fatal.index(fatal)
 
 
