@@ -19,7 +19,8 @@ import requests
 
 from infergate import http_session
 from infergate.apikey import ApiKey
-from infergate.deploy.executor import HttpAnswer, http_get
+from infergate.deploy.executor import Deployment, Heard, HttpAnswer, http_get
+from infergate.deploy.launch import Deadline, HttpReady, Launch
 from infergate.inference import client, plan
 from selftest.local_http import JsonHandler, serving
 
@@ -160,6 +161,17 @@ def test_https_is_verified_against_the_ca_bundle_given(tls_server: tuple[Recordi
     assert "SSLCertVerificationError" in str(reply)
     assert "certificate verify failed" in http_get(f"{url(server, 'https')}/v1/models", 5).body
     assert KEY not in str(reply)
+
+
+def test_the_readiness_gate_verifies_against_the_ca_bundle(
+    tls_server: tuple[Recording, str],
+) -> None:
+    server, cert = tls_server
+    gate = HttpReady("API ready", ("/v1/models",), Deadline(300, "thresholds.x"))
+    launch = Launch("vllm", "run1", url(server, "https"), "tiny", {"node1": "c1"}, (gate,), ())
+    said: list[str] = []
+    Deployment(launch, {}, lambda *_: Heard(0, "", ""), said.append, ca_bundle=cert).perform()
+    assert said[-1].endswith("ready: " + url(server, "https") + "/v1")
 
 
 def test_one_session_per_endpoint_key_and_bundle() -> None:

@@ -25,12 +25,13 @@ PROMPT = "Write one short sentence about the sea."
 
 def ask(endpoint: Endpoint, path: str, max_tokens: int, **extra: object) -> tuple[int, object]:
     body = judge.body(path, endpoint.model, PROMPT, max_tokens, **extra)
-    return post_json(endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key)
+    return post_json(endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key,
+                     endpoint.ca_bundle)  # fmt: skip
 
 
 def test_models_lists_the_planned_served_name(endpoint: Endpoint, inventory: Inventory) -> None:
     """GET /v1/models lists the model under the name the plan serves it as."""
-    status, answer = get_json(endpoint.v1, "/models", 30, endpoint.api_key)
+    status, answer = get_json(endpoint.v1, "/models", 30, endpoint.api_key, endpoint.ca_bundle)
     fail_on_cluster(inventory.nodes, judge.check_models(status, answer, endpoint.model))
 
 
@@ -48,7 +49,8 @@ def test_stream_is_framed_and_ends_with_usage(
     """A streamed answer is SSE `data:` events, ends with `data: [DONE]`, and carries usage
     when `stream_options.include_usage` asks for it."""
     body = judge.body(path, endpoint.model, PROMPT, max_tokens=16)
-    record = stream_completion(endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key)
+    record = stream_completion(endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key,
+                               endpoint.ca_bundle)  # fmt: skip
     fail_on_cluster(inventory.nodes, judge.check_stream(record))
 
 
@@ -82,7 +84,8 @@ def test_bad_request_gets_a_json_4xx(
 ) -> None:
     """A client's mistake is answered 4xx with a JSON error, not 500 and not a hang."""
     body = defect.make(judge.body(CHAT, endpoint.model, PROMPT, max_tokens=4))
-    status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, endpoint.api_key)
+    status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, endpoint.api_key,
+                               endpoint.ca_bundle)  # fmt: skip
     fail_on_cluster(inventory.nodes, judge.check_client_error(defect, status, answer))
 
 
@@ -92,8 +95,10 @@ def test_openai_client_works_end_to_end(endpoint: Endpoint, inventory: Inventory
     # inference client) must not die on this phase's dependency; this test fails without it
     import openai
 
+    verified = openai.DefaultHttpxClient(verify=endpoint.ca_bundle or True)  # --ca-bundle
     client = openai.OpenAI(base_url=endpoint.v1, api_key=endpoint.api_key or "none",
-                           timeout=REQUEST_TIMEOUT_S, max_retries=0)  # fmt: skip
+                           timeout=REQUEST_TIMEOUT_S, max_retries=0,
+                           http_client=verified)  # fmt: skip
     messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": PROMPT}]
     try:
         listed = [m.id for m in client.models.list()]

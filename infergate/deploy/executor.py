@@ -130,8 +130,9 @@ class Deployment:
         api_key: ApiKey | None = None,
         secrets: tuple[str, ...] = (),  # the plan's (infergate.secrets.plan_secrets)
         inventory_path: str | None = None,  # for the removal's remedy
+        ca_bundle: str | None = None,  # https verified against it (None: certifi's CAs)
     ) -> None:
-        self.launch, self.nodes, self.api_key = launch, nodes, api_key
+        self.launch, self.nodes, self.api_key, self.ca_bundle = launch, nodes, api_key, ca_bundle
         self.inventory_path = inventory_path
         self.touched = False  # whether this handle started anything: else nothing to remove
         self.secrets = (*secrets, *(api_key.secrets() if api_key else ()))
@@ -195,7 +196,7 @@ class Deployment:
 
     def get(self, path: str, timeout_s: float) -> HttpAnswer:
         """GET a path of the head's API, with the key."""
-        return http_get(self.launch.endpoint + path, timeout_s, self.api_key)
+        return http_get(self.launch.endpoint + path, timeout_s, self.api_key, self.ca_bundle)
 
     def refuse_taken(self) -> None:
         """Refuse to start when a container with one of this run's names or its label is
@@ -262,7 +263,7 @@ class Deployment:
     def _http_ready(self, gate: HttpReady) -> tuple[bool, str]:
         for path in gate.paths:
             url = self.launch.endpoint + path
-            answer = http_get(url, 5, self.api_key)
+            answer = http_get(url, 5, self.api_key, self.ca_bundle)
             if refused := check_authorized(answer.status, url, self.api_key):
                 self._fail_many({next(iter(self.launch.containers)): refused}, gate.name)
             if answer.status != 200:
