@@ -23,10 +23,11 @@ from infergate.apikey import (
     resolve_api_key,
 )  # fmt: skip
 from infergate.deploy.executor import Deployment, Heard, LaunchFailed, NodeIo, Ran, http_get
-from infergate.deploy.launch import Deadline, HttpReady, Launch
+from infergate.deploy.launch import HttpReady, Launch
 from infergate.fixtures.inventory import load_inventory
 from infergate.inference import client
 from infergate.inference.conformance import check_answer, check_models
+from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import ROOT, run_suite
 

@@ -20,8 +20,9 @@ import requests
 from infergate import http_session
 from infergate.apikey import ApiKey
 from infergate.deploy.executor import Deployment, Heard, HttpAnswer, http_get
-from infergate.deploy.launch import Deadline, HttpReady, Launch
+from infergate.deploy.launch import HttpReady, Launch
 from infergate.inference import client, plan
+from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
 
 KEY = "sk-session-7d1e55"

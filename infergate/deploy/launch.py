@@ -15,17 +15,7 @@ from infergate.checks.containers import PLAN_LABEL, RUN_LABEL
 from infergate.docker_cli import engine_container, run_keeping_ngc_entrypoint
 from infergate.inventory import Inventory, Node
 from infergate.signatures import Signature
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """Seconds from the start of the launch, and the inventory key that sets them."""
-
-    seconds: float
-    key: str
-
-    def __str__(self) -> str:
-        return f"{self.seconds:g} s ({self.key})"
+from infergate.waiting import Deadline
 
 
 @dataclass(frozen=True)

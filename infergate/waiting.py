@@ -1,0 +1,103 @@
+"""One way to wait: a `Deadline` that knows the plan key (or constant) that sets it, and
+`wait_until`, which polls a probe until it says done or the deadline passes.
+
+A timeout is never silent: `WaitTimedOut` carries what was awaited, the last state the probe
+reported, the seconds waited and the key to raise. A remote command that `timeout` ended
+(exit 124, or 137 after its kill) reads as `CommandTimedOut`, not as empty output.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# `timeout` exits 124 when it ended the command, 137 when the command needed its SIGKILL
+TIMEOUT_EXITS = (124, 137)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Seconds to wait, and the plan key (or the named constant) that sets them."""
+
+    seconds: float
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.seconds:g} s ({self.key})"
+
+    def start(self, clock: Callable[[], float] = time.monotonic) -> Clock:
+        """This deadline, counting from now."""
+        return Clock(self, clock(), clock)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """A deadline counting from a start."""
+
+    deadline: Deadline
+    started: float
+    now: Callable[[], float] = time.monotonic
+
+    def elapsed(self) -> float:
+        return self.now() - self.started
+
+    def left(self) -> float:
+        return self.deadline.seconds - self.elapsed()
+
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+
+class WaitTimedOut(Exception):
+    """WHAT did not happen within DEADLINE; LAST is the last state seen."""
+
+    def __init__(self, what: str, deadline: Deadline, waited_s: float, last: str) -> None:
+        self.what, self.deadline, self.waited_s, self.last = what, deadline, waited_s, last
+        super().__init__(
+            f"{what}: not within {deadline} (waited {waited_s:.1f} s; last seen: {last}); "
+            f"raise {deadline.key} if it is just slow"
+        )
+
+
+def wait_until(
+    probe: Callable[[], tuple[T | None, str]],
+    what: str,
+    deadline: Deadline | Clock,
+    every_s: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call PROBE until it returns a result that is not None, and return it. PROBE returns
+    (result or None, the state it saw, in words). At the deadline: `WaitTimedOut` with the
+    last state. PROBE may raise to end the wait at once (a fatal line, a dead container).
+    The last call is made at the deadline, never after it, and never skipped."""
+    clock = deadline if isinstance(deadline, Clock) else deadline.start()
+    while True:
+        result, last = probe()
+        if result is not None:
+            return result
+        left = clock.left()
+        if left <= 0:
+            raise WaitTimedOut(what, clock.deadline, clock.elapsed(), last)
+        sleep(min(every_s, left))
+
+
+class CommandTimedOut(Exception):
+    """A command on a node that its deadline ended."""
+
+    def __init__(self, where: str, what: str, limit: Deadline, status: int) -> None:
+        self.where, self.what, self.limit, self.status = where, what, limit, status
+        super().__init__(
+            f"{where}: {what} ran past its {limit} and was ended (exit {status}); "
+            f"the node is slow or something in it hangs: raise {limit.key} if it is just slow"
+        )
+
+
+def check_not_timed_out(where: str, what: str, limit: Deadline, status: int) -> None:
+    """Raise `CommandTimedOut` when STATUS is `timeout`'s own exit: its output is partial,
+    and must not be read as "no output" or "section missing"."""
+    if status in TIMEOUT_EXITS:
+        raise CommandTimedOut(where, what, limit, status)
