@@ -4,7 +4,8 @@ infergate plugin (the entry point loads it).
 
 `requests` is the library's HTTP client (infergate.http_session makes its sessions): doing
 HTTP is no test framework's business, and one client for the gate, the conformance calls and
-the load keeps the key, TLS, proxy and timeout policy in one place."""
+the load keeps the key, TLS, proxy and timeout policy in one place. `docker` (docker-py) is
+the library's client of each node's Docker Engine API (infergate.docker_api)."""
 
 import ast
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"pytest", "testinfra", "_pytest", "fixtures", "docker", "paramiko"}
+FORBIDDEN = {"pytest", "testinfra", "_pytest", "fixtures", "paramiko"}
 ABOVE_THE_LIBRARY = ("infergate.fixtures", "infergate.tests_", "infergate_lab", "tests_")
 
 
