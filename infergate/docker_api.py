@@ -1,0 +1,202 @@
+"""Each node's Docker Engine API (docker-py's `DockerClient`), over the SSH master the suite
+already holds.
+
+The node's engine socket is forwarded through that node's ControlMaster (`ssh -O forward -L
+LOCAL.sock:REMOTE.sock`, the remote path read from the node's own DOCKER_HOST), and the
+client talks to the local end. docker-py's own `ssh://` transport is not used: both its forms
+run `docker system dial-stdio` on the node (a docker CLI there, one process per connection),
+and its paramiko form reads only ~/.ssh/config, never the suite's ssh_config (the plan's
+known_hosts and strict host keys, its ProxyJump, the master's ControlPath). The forward rides
+the one authenticated, host-key-checked connection every other command of the run uses, and
+asks nothing of the node beyond sshd's stream forwarding (AllowStreamLocalForwarding, on by
+default: https://man.openbsd.org/sshd_config#AllowStreamLocalForwarding).
+
+What travels over it: typed create arguments (docker_cli.ContainerSpec.create_kwargs), the
+plan's env among them in the request body, never on a command line and never logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException
+
+from infergate.inventory import Node
+from infergate.waiting import Deadline
+
+# each API call's socket timeout; a longer call (a wait, a load) names its own
+API_TIMEOUT = Deadline(60, "docker_api.API_TIMEOUT")
+# an ssh round trip to read DOCKER_HOST (it may open the master: connect and key exchange)
+SSH_TIMEOUT = Deadline(30, "docker_api.SSH_TIMEOUT")
+DEFAULT_HOST = "unix:///var/run/docker.sock"  # dockerd's default, when DOCKER_HOST is unset
+SOCKET_NAME = "engine.sock"
+# sun_path holds 108 bytes: a longer path makes `ssh -O forward` fail with a vague error
+SUN_PATH_MAX = 107
+
+# One round trip: the engine's address as a `docker` on the node would use it, whether TLS
+# is asked of it, and whether this login may open a unix socket there (`-w`: sshd connects
+# as this user, and a refused connect reaches the client only as a closed connection).
+_READ_HOST = (
+    f"host=${{DOCKER_HOST:-{DEFAULT_HOST}}}\n"
+    + r"""printf '%s\n%s\n' "$host" "${DOCKER_TLS_VERIFY:-}"
+case $host in unix://*) s=${host#unix://}
+  if [ ! -S "$s" ]; then echo absent; elif [ -w "$s" ]; then echo ok; else echo denied; fi;;
+*) echo ok;; esac"""
+)
+
+
+class EngineUnreachable(Exception):
+    """A node's Docker engine cannot be reached; the message names the node (name and
+    address), what failed, and the command that mends it."""
+
+
+@contextlib.contextmanager
+def node_engine(
+    node: Node, ssh_config: Path | None, workdir: Path
+) -> Iterator[docker.DockerClient]:
+    """The node's Docker engine over the SSH ControlMaster (ssh_config None: this machine's
+    own engine, per DOCKER_HOST). The forward is cancelled and the local socket removed on
+    exit, whatever happened."""
+    if ssh_config is None or node.ssh.connection == "local":
+        host = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
+        with contextlib.closing(_connect(node, host, host)) as client:
+            yield client
+        return
+    remote = _remote_target(node, ssh_config)
+    _check_master(node, ssh_config)
+    private = Path(tempfile.mkdtemp(prefix=f"docker-{node.name}-", dir=workdir))  # 0700
+    local = private / SOCKET_NAME
+    spec = f"{local}:{remote}"
+    try:
+        _forward(node, ssh_config, spec, len(str(local)))
+        try:
+            with contextlib.closing(_connect(node, f"unix://{local}", remote)) as client:
+                yield client
+        finally:
+            _ssh(ssh_config, node, "-O", "cancel", "-L", spec)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def local_engine(docker_host: str) -> docker.DockerClient:
+    """A client of the engine at DOCKER_HOST (`unix:///...`, `tcp://host:port`), e.g. a lab
+    node's own socket. Its first call asks the engine's API version and speaks that, so an
+    older engine (Docker 20.10 speaks 1.41) is not sent a newer request; an engine that does
+    not answer raises DockerException here."""
+    return docker.DockerClient(
+        base_url=docker_host, version="auto", timeout=int(API_TIMEOUT.seconds)
+    )
+
+
+def _remote_target(node: Node, config: Path) -> str:
+    """Where the node's engine listens, as `ssh -L` names a target: its unix socket path or
+    host:port. Running this opens the node's master when there is none (ControlMaster auto)."""
+    done = _ssh(config, node, "-T", "--", node.name, _READ_HOST)
+    if done.returncode != 0:
+        raise EngineUnreachable(
+            f"{node.where}: cannot read its DOCKER_HOST over SSH (exit {done.returncode}): "
+            f"{done.stderr.strip()[-300:] or 'no output'}\n"
+            f"    fix: make `{shlex.join(node.ssh_argv('true'))}` work"
+        )
+    host, tls, access = [*done.stdout.splitlines(), "", "", ""][:3]
+    return _target(node, host, tls, access)
+
+
+def _target(node: Node, host: str, tls: str, access: str) -> str:
+    """The forward's target for DOCKER_HOST=HOST on NODE, or why there is none."""
+    where = f"{node.where}: its Docker engine at {host} (DOCKER_HOST)"
+    if tls:
+        raise EngineUnreachable(
+            f"{where} asks for TLS (DOCKER_TLS_VERIFY={tls}), which a forwarded socket does "
+            "not speak\n    fix: serve the engine on its unix socket for the gate "
+            "(dockerd -H unix:///var/run/docker.sock) and unset DOCKER_TLS_VERIFY for SSH logins"
+        )
+    if host.startswith("unix://"):
+        return _unix_target(node, where, host.removeprefix("unix://"), access)
+    if host.startswith("tcp://"):
+        return host.removeprefix("tcp://").rstrip("/")  # host:port, forwarded as it is
+    raise EngineUnreachable(
+        f"{where}: only unix:// and tcp:// engines can be forwarded over SSH\n"
+        f"    fix: point DOCKER_HOST on the node at the engine's unix socket "
+        f"(unset, it is {DEFAULT_HOST})"
+    )
+
+
+def _unix_target(node: Node, where: str, path: str, access: str) -> str:
+    user = node.ssh.user
+    if access == "absent":
+        raise EngineUnreachable(
+            f"{where}: no socket at {path}: dockerd is not running, or listens elsewhere\n"
+            f"    fix: on the node, `sudo systemctl start docker` (or set DOCKER_HOST for "
+            f"SSH logins to where it listens)"
+        )
+    if access == "denied":
+        raise EngineUnreachable(
+            f"{where}: {user} may not open {path} (permission denied)\n"
+            f"    fix: on the node, `sudo usermod -aG docker {user}`, then end the SSH master "
+            f"so the next login has the group: `ssh -O exit {node.name}`"
+        )
+    return path
+
+
+def _check_master(node: Node, config: Path) -> None:
+    """A forward is asked of the master: refuse clearly when the config gives none."""
+    done = _ssh(config, node, "-O", "check")
+    if done.returncode != 0:
+        raise EngineUnreachable(
+            f"{node.where}: no SSH master to forward its Docker socket through: "
+            f"{done.stderr.strip()[-300:] or 'no output'}\n"
+            "    fix: the suite's ssh_config (infergate.ssh_config) sets ControlMaster auto and "
+            "a ControlPath; a user ssh_config must not set ControlMaster no for this node"
+        )
+
+
+def _forward(node: Node, config: Path, spec: str, local_length: int) -> None:
+    if local_length > SUN_PATH_MAX:
+        raise EngineUnreachable(
+            f"{node.where}: the local end of its Docker socket forward would be "
+            f"{local_length} bytes long, more than a unix socket path holds ({SUN_PATH_MAX})"
+            "\n    fix: set TMPDIR to a shorter directory"
+        )
+    done = _ssh(config, node, "-O", "forward", "-L", spec)
+    if done.returncode != 0:
+        raise EngineUnreachable(
+            f"{node.where}: the SSH master refused to forward its Docker socket ({spec}): "
+            f"{done.stderr.strip()[-300:] or 'no output'}\n"
+            "    fix: allow stream forwarding in the node's sshd_config "
+            "(AllowStreamLocalForwarding yes, AllowTcpForwarding yes), then reload sshd"
+        )
+
+
+def _connect(node: Node, docker_host: str, engine: str) -> docker.DockerClient:
+    """A client of NODE's engine at DOCKER_HOST, which has answered; ENGINE names it."""
+    try:
+        return local_engine(docker_host)
+    except DockerException as e:
+        raise EngineUnreachable(
+            f"{node.where}: its Docker engine at {engine} does not answer: {e}\n"
+            "    fix: on the node, `sudo systemctl status docker` says why; "
+            "`sudo systemctl start docker` starts it"
+        ) from None
+
+
+def _ssh(config: Path, node: Node, *args: str) -> subprocess.CompletedProcess[str]:
+    """`ssh -F CONFIG ARGS NODE` (control commands) or `ssh -F CONFIG -T -- NODE CMD`;
+    an ssh that outlives SSH_TIMEOUT is reported as its failure."""
+    argv = ["ssh", "-F", str(config), *args]
+    argv += [] if "--" in args else [node.name]
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=SSH_TIMEOUT.seconds, check=False
+        )
+    except subprocess.TimeoutExpired:
+        said = f"ssh did not return within {SSH_TIMEOUT}"
+        return subprocess.CompletedProcess(argv, 255, "", said)
