@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from infergate.apikey import check_authorized
-from infergate.deploy.executor import Deployment, fatal_problem, served_ids
+from infergate.deploy.executor import Deployment
+from infergate.deploy.failure import fatal_problem
+from infergate.deploy.gates import served_ids
 from infergate.fixtures.report import fail_on, fail_on_nodes
 from infergate.inventory import Inventory, Node
 from infergate.problems import Problem

@@ -14,7 +14,6 @@ vLLM logs its arguments, the key among them.
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from collections.abc import Callable
@@ -22,20 +21,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 
 from infergate import http_session
-from infergate.apikey import ApiKey, check_authorized, redact
+from infergate.apikey import ApiKey, redact
 from infergate.checks.containers import down_command
-from infergate.deploy.launch import (
-    ClusterJoined,
-    Exec,
-    HttpReady,
-    Launch,
-    Milestone,
-    Start,
-    Step,
-)  # fmt: skip
+from infergate.deploy import gates
+from infergate.deploy.failure import (
+    LaunchFailed,
+    exited,
+    failure_text,
+    logs_remedy,
+    oom_problem,
+    unreached,
+    watch_problems,
+)
+from infergate.deploy.launch import Exec, Launch, Start, Step
 from infergate.deploy.runs import (
     check_removed,
     check_run_not_taken,
@@ -50,10 +51,7 @@ from infergate.deploy.watch import (
     NodeWatch,
     Process,
     apply_poll,
-    error_lines,
-    missing,
     parse_docker_top,
-    parse_ray_status,
     poll_command,
     scan,
 )  # fmt: skip
@@ -61,9 +59,12 @@ from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
 from infergate.secrets import private_dir, write_private
 
-POLL_S = 1.0
 SETTLE_S = 3.0  # after a Traceback line, how long its cause may take to follow
 STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
+QUERY_S = 30.0  # a listing, a poll, `docker top`: Docker answers these within a second
+START_S = 120.0  # `docker run -d`: a container with GPUs, HCAs and mounts created
+EVIDENCE_S = 60.0  # a whole log, `docker inspect`, dmesg
+REMOVE_S = 60.0  # the removal, past its stop grace
 
 
 class Ran(Protocol):
@@ -83,11 +84,6 @@ class NodeIo(Protocol):
 
 Say = Callable[[str], None]
 T = TypeVar("T")
-
-
-class LaunchFailed(Exception):
-    """The launch stopped: the message names the nodes, found against planned, a remedy,
-    and the last log lines of every node."""
 
 
 @dataclass
@@ -119,6 +115,10 @@ def http_get(
 
 
 class Deployment:
+    """The deploy handle: start this run's containers, watch them, keep the evidence, and
+    remove exactly them on leaving (unless kept). The gates (gates.py) wait on it; the
+    failure's text is failure.py's."""
+
     def __init__(
         self,
         launch: Launch,
@@ -139,6 +139,7 @@ class Deployment:
         self.io, self._say = hiding(io, self.hide), say
         self.evidence, self.keep = evidence, keep
         self.watches = {n: NodeWatch(c) for n, c in launch.containers.items()}
+        self.head = next(iter(launch.containers), "")
         self.started_at = time.monotonic()
         self.ready_processes: dict[str, list[Process]] = {}
         self._pool = ThreadPoolExecutor(max(1, len(nodes)))
@@ -180,7 +181,7 @@ class Deployment:
             if isinstance(step, Start | Exec):
                 self._start(step)
             else:
-                self._wait_for(step)
+                gates.wait_for(self, step)
         self.ready_processes = self._each(self.processes, list(self.launch.containers))
         self.say(f"[{self.elapsed():6.1f} s] ready: {self.launch.endpoint}/v1")
 
@@ -202,7 +203,7 @@ class Deployment:
         """Refuse to start when a container with one of this run's names or its label is
         already on a node: this run's teardown removes by label, so it would remove them."""
         command = name_command(self.launch.run_id, list(self.launch.containers.values()))
-        heard = self._each(lambda n: self.io(n, command, 30), list(self.nodes))
+        heard = self._each(lambda n: self.io(n, command, QUERY_S), list(self.nodes))
         problems = {}
         for node, done in heard.items():
             if done.exit_status != 0:
@@ -221,14 +222,14 @@ class Deployment:
 
     def _start(self, step: Start | Exec) -> None:
         env = step.input if isinstance(step, Start) else None  # the env file: secrets
-        done = self.io(step.node, step.command, 120, env)
+        done = self.io(step.node, step.command, START_S, env)
         if done.exit_status != 0:
             said = docker_said(done.stderr or done.stdout)
             verb = "docker run" if isinstance(step, Start) else "docker exec"
-            self._fail(step.node, Problem(
+            self.fail({step.node: [Problem(
                 f"{verb} for {step.container} failed: {said}",
                 f"the engine container {step.container} started",
-                _start_remedy(said, self.nodes[step.node], self.launch)))  # fmt: skip
+                _start_remedy(said, self.nodes[step.node], self.launch))]})  # fmt: skip
         watch = self.watches[step.node]
         watch.started = True
         if isinstance(step, Start):
@@ -236,125 +237,45 @@ class Deployment:
         verb = "started" if isinstance(step, Start) else "launched in"
         self.say(f"[{self.elapsed():6.1f} s] {self._where(step.node)}: {verb} {step.container}")
 
-    def _wait_for(self, gate: Milestone | ClusterJoined | HttpReady) -> None:
-        last = "nothing yet"
-        while True:
-            self.refresh()
-            done, last = self._passed(gate, last)
-            if done:
-                return
-            if self.elapsed() > gate.deadline.seconds:
-                self._missed(gate, last)
-            time.sleep(POLL_S)
-
-    def _passed(self, gate: Milestone | ClusterJoined | HttpReady, last: str) -> tuple[bool, str]:
-        if isinstance(gate, Milestone):
-            return not missing(gate, self.watches), last
-        if isinstance(gate, ClusterJoined):
-            out = self.io(gate.node, gate.command, 30)
-            status = parse_ray_status(out.stdout)
-            seen = f"{status.active} node(s) alive, {status.gpus:g} GPU(s) in `ray status`"
-            joined = status.active >= gate.nodes and status.gpus >= gate.gpus
-            if joined:
-                self.say(f"[{self.elapsed():6.1f} s] {gate.name}: {seen}")
-            return joined, seen
-        return self._http_ready(gate)
-
-    def _http_ready(self, gate: HttpReady) -> tuple[bool, str]:
-        for path in gate.paths:
-            url = self.launch.endpoint + path
-            answer = http_get(url, 5, self.api_key, self.ca_bundle)
-            if refused := check_authorized(answer.status, url, self.api_key):
-                self._fail_many({next(iter(self.launch.containers)): refused}, gate.name)
-            if answer.status != 200:
-                return False, f"GET {path}: {answer.status or answer.body}"
-            if path == "/v1/models" and self.launch.served_name not in served_ids(answer.body):
-                return False, f"/v1/models lists {served_ids(answer.body)}"
-        self.say(f"[{self.elapsed():6.1f} s] {gate.name}: {', '.join(gate.paths)} answer")
-        return True, "ready"
+    def wait_for_news(self, seconds: float) -> None:
+        """Between two looks of a gate."""
+        time.sleep(seconds)
 
     def refresh(self) -> None:
         """Read every started container's state and new log lines (all nodes at once);
         print milestones as they are reached; fail on a fatal line or a stopped container."""
-        started = {n: w for n, w in self.watches.items() if w.started}
-        polled = self._each(self._poll, list(started))
-        for node, text in polled.items():
-            watch = self.watches[node]
-            at = self.elapsed()
-            for name in scan(self.launch, watch, node, apply_poll(watch, text), at):
-                self.say(f"[{at:6.1f} s] {self._where(node)}: {name}")
+        started = [n for n, w in self.watches.items() if w.started]
+        for node, text in self._each(self._poll, started).items():
+            self._heard(node, apply_poll(self.watches[node], text))
         now = self.elapsed()
-        for node, watch in started.items():
-            if watch.oom_kills:
-                self._fail(node, oom_problem(watch))
-            stopped = watch.state != "running"
-            settled = not watch.fatal or not watch.fatal.generic or now > watch.fatal_at + SETTLE_S
-            if watch.fatal and (stopped or settled):
-                self._fail(node, fatal_problem(watch))
-            if stopped:
-                self._fail(node, Problem(_exited(watch), "the engine container running",
-                                         _logs_remedy(watch)))  # fmt: skip
+        for node in started:
+            if problems := watch_problems(self.watches[node], now, SETTLE_S):
+                self.fail({node: problems})
+
+    def _heard(self, node: str, new: list[str]) -> None:
+        at = self.elapsed()
+        for name in scan(self.launch, self.watches[node], node, new, at):
+            self.say(f"[{at:6.1f} s] {self._where(node)}: {name}")
 
     def _poll(self, node: str) -> str:
-        watch = self.watches[node]
-        return self.io(node, poll_command(watch), 30).stdout
+        return self.io(node, poll_command(self.watches[node]), QUERY_S).stdout
 
-    def _missed(self, gate: Milestone | ClusterJoined | HttpReady, last: str) -> None:
-        limit = str(gate.deadline)
-        if isinstance(gate, Milestone):
-            problems = {n: [Problem(
-                f"no `{gate.name}` line after {self.elapsed():.0f} s ({_state(self.watches[n])})",
-                f"every rank past `{gate.name}` within {limit}", _deadline_remedy(gate.name))]
-                for n in missing(gate, self.watches)}  # fmt: skip
-            self._fail_many(problems, gate.name)
-        head = next(iter(self.launch.containers))
-        found = f"{last} after {self.elapsed():.0f} s"
-        self._fail(head, Problem(found, f"{gate.name} within {limit}", _deadline_remedy(gate.name)))
-
-    def _fail(self, node: str, problem: Problem) -> None:
-        self._fail_many({node: [problem]}, "")
-
-    def _fail_many(self, problems: dict[str, list[Problem]], at: str) -> None:
-        problems = {**problems, **self._behind(problems)}
-        heading = f"launch of {self.launch.engine} (run {self.launch.run_id}) failed"
-        text = [f"{heading}{f' at `{at}`' if at else ''} after {self.elapsed():.1f} s:"]
-        text += [describe_all(self._where(n), p) for n, p in problems.items()]
-        text.append(self.tails())
-        if self.evidence:
-            text.append(f"evidence: {self.evidence}")
-        raise LaunchFailed(self.hide("\n".join(text)))
-
-    def _behind(self, named: dict[str, list[Problem]]) -> dict[str, list[Problem]]:
-        """The other nodes still short of the first milestone not every node reached: a
-        head that gave up waiting cannot say which worker it waited for."""
-        gate = next((m for m in self.launch.milestones if missing(m, self.watches)), None)
-        if gate is None:
-            return {}
-        return {n: [Problem(f"not past `{gate.name}` ({_state(self.watches[n])})",
-                            f"`{gate.name}` within {gate.deadline}", _deadline_remedy(gate.name))]
-                for n in missing(gate, self.watches) if n not in named}  # fmt: skip
-
-    def tails(self) -> str:
-        """Each node's error lines and last log lines: what an operator reads first."""
-        parts = []
-        for node, watch in self.watches.items():
-            errors = [ln for ln in error_lines(watch.lines) if ln not in watch.last_lines(8)]
-            body = [*errors, "..."] if errors else []
-            body += watch.last_lines(8) or [f"(no log: {_state(watch)})"]
-            parts.append(f"--- {self._where(node)} {watch.container}:\n" + "\n".join(body))
-        return "\n".join(parts)
+    def fail(self, problems: dict[str, list[Problem]], at: str = "") -> NoReturn:
+        """Stop the launch: PROBLEMS per node, at the gate AT, with every node's tail."""
+        where = {n: self._where(n) for n in self.nodes}
+        raise LaunchFailed(
+            self.hide(
+                failure_text(
+                    self.launch, self.watches, where, problems, at, self.elapsed(), self.evidence
+                )
+            )
+        )
 
     # -- after the launch
 
     def unreached(self) -> dict[str, list[Problem]]:
         """Per node, the milestones planned for it that its log never showed."""
-        problems: dict[str, list[Problem]] = {}
-        for m in self.launch.milestones:
-            for node in missing(m, self.watches):
-                problems.setdefault(node, []).append(Problem(
-                    f"no `{m.name}` line in its log", f"`{m.name}` on every planned node",
-                    "read the node's log in the evidence directory"))  # fmt: skip
-        return problems
+        return unreached(self.launch, self.watches)
 
     def catch_up(self, node: str) -> NodeWatch:
         """Read the node's container state and the log lines written since the last look."""
@@ -363,7 +284,7 @@ class Deployment:
         return watch
 
     def processes(self, node: str) -> list[Process]:
-        top = self.io(node, f"docker top {self.watches[node].container} -o pid,args", 30)
+        top = self.io(node, f"docker top {self.watches[node].container} -o pid,args", QUERY_S)
         return parse_docker_top(top.stdout) if top.exit_status == 0 else []
 
     def rank_problems(self, node: str) -> list[Problem]:
@@ -373,8 +294,8 @@ class Deployment:
         if watch.oom_kills:
             return [oom_problem(watch)]
         if watch.state != "running":
-            return [Problem(_exited(watch), "the engine container running since the launch",
-                            _logs_remedy(watch))]  # fmt: skip
+            return [Problem(exited(watch), "the engine container running since the launch",
+                            logs_remedy(watch))]  # fmt: skip
         now = {p.pid for p in self.processes(node)}
         gone = [p for p in self.ready_processes.get(node, []) if p.pid not in now]
         return [Problem(f"process {p.pid} gone since ready: {p.args[:120]}",
@@ -395,7 +316,7 @@ class Deployment:
             folder = private_dir(self.evidence / node)
             for name, command in commands.items():
                 try:
-                    out = self.io(node, command.format(c=watch.container), 60)
+                    out = self.io(node, command.format(c=watch.container), EVIDENCE_S)
                     write_private(folder / name, out.stdout + out.stderr)
                 except Exception as e:  # an unreachable node must not hide the others' evidence
                     write_private(folder / name, self.hide(f"could not read: {e}\n"))
@@ -416,8 +337,8 @@ class Deployment:
     def _remove(self, node: str) -> list[Problem]:
         run_id = self.launch.run_id
         try:
-            removed = self.io(node, remove_command(run_id, STOP_GRACE_S), 60 + STOP_GRACE_S)
-            listed = self.io(node, list_command(run_id), 30)
+            removed = self.io(node, remove_command(run_id, STOP_GRACE_S), REMOVE_S + STOP_GRACE_S)
+            listed = self.io(node, list_command(run_id), QUERY_S)
         except Exception as e:  # an unreachable node: name it, and still try the others
             return check_removed(run_id, (255, str(e)), (255, str(e)), [], self.inventory_path)
         left = [c.name for c in parse_run_listing(listed.stdout)]
@@ -447,20 +368,6 @@ def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:
     return run
 
 
-def oom_problem(watch: NodeWatch) -> Problem:
-    return Problem(f"the kernel OOM-killed {', '.join(watch.oom_kills)} in {watch.container}",
-                   "the engine fits in the node's memory",
-                   "free the node's memory (`pytest -m preflight -k memory` names what holds it) "
-                   "or plan a smaller KV cache")  # fmt: skip
-
-
-def fatal_problem(watch: NodeWatch) -> Problem:
-    """What the node's most specific fatal line means, with its remedy."""
-    assert watch.fatal is not None
-    return Problem(f"{watch.fatal.meaning}: {watch.fatal_line[:300]}",
-                   "no fatal line in the engine's log", watch.fatal.remedy)  # fmt: skip
-
-
 def docker_said(text: str) -> str:
     """The docker CLI's error, without its "Run 'docker run --help'" hint.
 
@@ -469,43 +376,6 @@ def docker_said(text: str) -> str:
     """
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "--help" not in ln]
     return " / ".join(lines[-2:])[:400] or "no output"
-
-
-def served_ids(body: str) -> list[str]:
-    """The model ids in a /v1/models answer."""
-    try:
-        return [str(m.get("id")) for m in json.loads(body).get("data", [])]
-    except (ValueError, AttributeError):
-        return []
-
-
-def _exited(watch: NodeWatch) -> str:
-    if watch.state == "missing":
-        return f"container {watch.container} gone"
-    oom = ", OOM-killed" if watch.oom_killed else ""
-    return f"container {watch.container} {watch.state} (exit code {watch.exit_code}{oom})"
-
-
-def _logs_remedy(watch: NodeWatch) -> str:
-    return f"read `docker logs {watch.container}` and `dmesg` on the node (or the evidence)"
-
-
-def _state(watch: NodeWatch) -> str:
-    if not watch.started:
-        return "its container was never started"
-    last = watch.lines[-1].strip()[:160] if watch.lines else "nothing logged"
-    return f"container {watch.state}, last line: {last}"
-
-
-def _deadline_remedy(name: str) -> str:
-    if name == "distributed init":
-        return ("every rank must reach the dist-init address over the fabric: start every node, "
-                "then `pytest -m preflight -k 'fabric or rendezvous or pinning'`")  # fmt: skip
-    if name == "weights loaded":
-        return (
-            "check the model's disk and memory on that node, or raise thresholds.weights_timeout_s"
-        )
-    return "read the head's log in the evidence; raise the threshold if the model is just slow"
 
 
 def _start_remedy(said: str, node: Node, launch: Launch) -> str:

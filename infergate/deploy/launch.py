@@ -43,6 +43,17 @@ class Exec:
         return f"docker exec -d {self.container} sh -c {shlex.quote(inner)}"
 
 
+# What to do when a gate's deadline passes: each gate carries its own, set by the adapter
+DIST_INIT_REMEDY = (
+    "every rank must reach the dist-init address over the fabric: start every node, "
+    "then `pytest -m preflight -k 'fabric or rendezvous or pinning'`"
+)
+WEIGHTS_REMEDY = (
+    "check the model's disk and memory on that node, or raise thresholds.weights_timeout_s"
+)
+SLOW_REMEDY = "read the head's log in the evidence; raise the threshold if the model is just slow"
+
+
 @dataclass(frozen=True)
 class Milestone:
     """A line every one of `nodes` logs when it reaches this point of the launch."""
@@ -51,6 +62,7 @@ class Milestone:
     pattern: str  # a regular expression searched in each log line
     nodes: tuple[str, ...]
     deadline: Deadline
+    remedy: str = SLOW_REMEDY  # when a node is not past it by the deadline
 
     def reached_by(self, line: str) -> bool:
         return re.search(self.pattern, line) is not None
@@ -67,6 +79,7 @@ class ClusterJoined:
     nodes: int
     gpus: int
     deadline: Deadline
+    remedy: str = SLOW_REMEDY
 
 
 @dataclass(frozen=True)
@@ -76,9 +89,13 @@ class HttpReady:
     name: str
     paths: tuple[str, ...]
     deadline: Deadline
+    remedy: str = SLOW_REMEDY
 
 
-Step = Start | Exec | Milestone | ClusterJoined | HttpReady
+Gate = Milestone | ClusterJoined | HttpReady
+
+
+Step = Start | Exec | Gate
 
 
 @dataclass(frozen=True)

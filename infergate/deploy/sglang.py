@@ -5,6 +5,8 @@ serves HTTP (SGLang's docs/references/multi_node_deployment/multi_node.md)."""
 from __future__ import annotations
 
 from infergate.deploy.launch import (
+    DIST_INIT_REMEDY,
+    WEIGHTS_REMEDY,
     HttpReady,
     Launch,
     Milestone,
@@ -53,8 +55,9 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
     steps: list[Step] = [
         *starts,
         # model_runner.py logs both once torch.distributed is up / the weights are in
-        Milestone("distributed init", r"Init torch distributed ends", every, d.dist_init),
-        Milestone("weights loaded", r"Load weight end", every, d.weights),
+        Milestone("distributed init", r"Init torch distributed ends", every, d.dist_init,
+                  DIST_INIT_REMEDY),
+        Milestone("weights loaded", r"Load weight end", every, d.weights, WEIGHTS_REMEDY),
         Milestone("server ready", r"The server is fired up and ready to roll|Uvicorn running",
                   head, d.ready),
         # Rank 0 only, and not /health on rank >= 1: there SGLang runs a dummy server whose

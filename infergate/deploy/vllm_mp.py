@@ -5,6 +5,8 @@ parallelism_scaling docs; the 2x GB10 recipe, vllm-project/recipes PR 414)."""
 from __future__ import annotations
 
 from infergate.deploy.launch import (
+    DIST_INIT_REMEDY,
+    WEIGHTS_REMEDY,
     HttpReady,
     Launch,
     Milestone,
@@ -47,9 +49,9 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         *starts,
         # each rank's worker logs its place once torch.distributed is up
         Milestone("distributed init", r"rank \d+ in world size \d+ is assigned as", every,
-                  d.dist_init),
+                  d.dist_init, DIST_INIT_REMEDY),
         Milestone("weights loaded", r"Loading weights took|Model loading took", every,
-                  d.weights),
+                  d.weights, WEIGHTS_REMEDY),
         Milestone("server ready", r"Application startup complete", head, d.ready),
         HttpReady("API ready", ("/health", "/v1/models"), d.ready),
     ]  # fmt: skip

@@ -7,6 +7,7 @@ then `vllm serve` with the Ray backend inside the head's container."""
 from __future__ import annotations
 
 from infergate.deploy.launch import (
+    WEIGHTS_REMEDY,
     ClusterJoined,
     Exec,
     HttpReady,
@@ -69,7 +70,7 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         Exec(head.node, head.container, tuple(serve_command(inventory))),
         # Ray forwards the workers' output to the driver: the head's log has every rank's
         Milestone("weights loaded", r"Loading weights took|Model loading took", (head.node,),
-                  d.weights),
+                  d.weights, WEIGHTS_REMEDY),
         Milestone("server ready", r"Application startup complete", (head.node,), d.ready),
         HttpReady("API ready", ("/health", "/v1/models"), d.ready),
     ]  # fmt: skip

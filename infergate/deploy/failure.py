@@ -1,0 +1,139 @@
+"""The failure text of a launch: what each node showed, against what was planned, with a
+remedy, and the last log lines of every node (what an operator reads first).
+
+Pure: it reads what the watch saw (watch.py's `NodeWatch`) and says it; the deploy handle
+(executor.py) raises it, redacted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infergate.deploy.launch import Gate, Launch, Milestone
+from infergate.deploy.watch import NodeWatch, error_lines, missing
+from infergate.problems import Problem, describe_all
+
+TAIL_LINES = 8  # per node, under the problems
+
+
+class LaunchFailed(Exception):
+    """The launch stopped: the message names the nodes, found against planned, a remedy,
+    and the last log lines of every node."""
+
+
+def failure_text(
+    launch: Launch,
+    watches: dict[str, NodeWatch],
+    where: dict[str, str],
+    problems: dict[str, list[Problem]],
+    at: str,
+    elapsed_s: float,
+    evidence: Path | None,
+) -> str:
+    """The whole message: the heading (the gate it stopped at, when), each node's problems
+    (with the nodes still behind the first milestone not every node reached), the tails."""
+    problems = {**problems, **behind(launch, watches, problems)}
+    heading = f"launch of {launch.engine} (run {launch.run_id}) failed"
+    text = [f"{heading}{f' at `{at}`' if at else ''} after {elapsed_s:.1f} s:"]
+    text += [describe_all(where[n], p) for n, p in problems.items()]
+    text.append(tails(watches, where))
+    if evidence:
+        text.append(f"evidence: {evidence}")
+    return "\n".join(text)
+
+
+def missed(
+    gate: Gate, watches: dict[str, NodeWatch], head: str, last: str, elapsed_s: float
+) -> dict[str, list[Problem]]:
+    """GATE's deadline passed: for a milestone, every node not past it, in its own state;
+    for the cluster and the API, the head with the last state seen."""
+    if isinstance(gate, Milestone):
+        return {n: [Problem(
+            f"no `{gate.name}` line after {elapsed_s:.0f} s ({state(watches[n])})",
+            f"every rank past `{gate.name}` within {gate.deadline}", gate.remedy)]
+            for n in missing(gate, watches)}  # fmt: skip
+    found = f"{last} after {elapsed_s:.0f} s"
+    return {head: [Problem(found, f"{gate.name} within {gate.deadline}", gate.remedy)]}
+
+
+def behind(
+    launch: Launch, watches: dict[str, NodeWatch], named: dict[str, list[Problem]]
+) -> dict[str, list[Problem]]:
+    """The other nodes still short of the first milestone not every node reached: a head
+    that gave up waiting cannot say which worker it waited for."""
+    gate = next((m for m in launch.milestones if missing(m, watches)), None)
+    if gate is None:
+        return {}
+    return {n: [Problem(f"not past `{gate.name}` ({state(watches[n])})",
+                        f"`{gate.name}` within {gate.deadline}", gate.remedy)]
+            for n in missing(gate, watches) if n not in named}  # fmt: skip
+
+
+def tails(watches: dict[str, NodeWatch], where: dict[str, str]) -> str:
+    """Each node's error lines and last log lines: what an operator reads first."""
+    parts = []
+    for node, watch in watches.items():
+        last = watch.last_lines(TAIL_LINES)
+        errors = [ln for ln in error_lines(watch.lines) if ln not in last]
+        body = [*errors, "..."] if errors else []
+        body += last or [f"(no log: {state(watch)})"]
+        parts.append(f"--- {where[node]} {watch.container}:\n" + "\n".join(body))
+    return "\n".join(parts)
+
+
+def unreached(launch: Launch, watches: dict[str, NodeWatch]) -> dict[str, list[Problem]]:
+    """Per node, the milestones planned for it that its log never showed."""
+    problems: dict[str, list[Problem]] = {}
+    for m in launch.milestones:
+        for node in missing(m, watches):
+            problems.setdefault(node, []).append(Problem(
+                f"no `{m.name}` line in its log", f"`{m.name}` on every planned node",
+                "read the node's log in the evidence directory"))  # fmt: skip
+    return problems
+
+
+def watch_problems(watch: NodeWatch, elapsed_s: float, settle_s: float) -> list[Problem]:
+    """What ends the launch on this node now: a kernel OOM kill, a fatal line (a generic one
+    once SETTLE_S passed for its cause to follow, or the container stopped), a stopped
+    container."""
+    if watch.oom_kills:
+        return [oom_problem(watch)]
+    stopped = watch.state != "running"
+    settled = not watch.fatal or not watch.fatal.generic or elapsed_s > watch.fatal_at + settle_s
+    if watch.fatal and (stopped or settled):
+        return [fatal_problem(watch)]
+    if stopped:
+        return [Problem(exited(watch), "the engine container running", logs_remedy(watch))]
+    return []
+
+
+def oom_problem(watch: NodeWatch) -> Problem:
+    return Problem(f"the kernel OOM-killed {', '.join(watch.oom_kills)} in {watch.container}",
+                   "the engine fits in the node's memory",
+                   "free the node's memory (`pytest -m preflight -k memory` names what holds it) "
+                   "or plan a smaller KV cache")  # fmt: skip
+
+
+def fatal_problem(watch: NodeWatch) -> Problem:
+    """What the node's most specific fatal line means, with its remedy."""
+    assert watch.fatal is not None
+    return Problem(f"{watch.fatal.meaning}: {watch.fatal_line[:300]}",
+                   "no fatal line in the engine's log", watch.fatal.remedy)  # fmt: skip
+
+
+def exited(watch: NodeWatch) -> str:
+    if watch.state == "missing":
+        return f"container {watch.container} gone"
+    oom = ", OOM-killed" if watch.oom_killed else ""
+    return f"container {watch.container} {watch.state} (exit code {watch.exit_code}{oom})"
+
+
+def logs_remedy(watch: NodeWatch) -> str:
+    return f"read `docker logs {watch.container}` and `dmesg` on the node (or the evidence)"
+
+
+def state(watch: NodeWatch) -> str:
+    if not watch.started:
+        return "its container was never started"
+    last = watch.lines[-1].strip()[:160] if watch.lines else "nothing logged"
+    return f"container {watch.state}, last line: {last}"
