@@ -85,19 +85,39 @@ def wait_until(
         sleep(min(every_s, left))
 
 
+# Where to look on a node whose command ran past its deadline: its load, and what is stuck
+# in state D (waiting on a disk or a mount that does not answer)
+LOOK_AT = (
+    "`uptime` for its load, then what waits on a disk or a mount: "
+    "`ps -eo pid,stat,wchan:32,etime,args | grep -E '^ *[0-9]+ D'`"
+)
+
+
+def ran_past(what: str, limit: Deadline, status: int, look: str = LOOK_AT) -> str:
+    """The words for a command that `timeout` ended: what ran, the limit with its key, and a
+    remedy that leads with the cause (a slow node, or something on it that hangs)."""
+    return (
+        f"{what} ran past its {limit} and was ended (exit {status}): what it printed is "
+        f"partial\n    fix: the node is slow or something on it hangs: look at {look}; "
+        f"raise {limit.key} if it is just slow"
+    )
+
+
 class CommandTimedOut(Exception):
     """A command on a node that its deadline ended."""
 
-    def __init__(self, where: str, what: str, limit: Deadline, status: int) -> None:
+    def __init__(
+        self, where: str, what: str, limit: Deadline, status: int, look: str = LOOK_AT
+    ) -> None:
         self.where, self.what, self.limit, self.status = where, what, limit, status
-        super().__init__(
-            f"{where}: {what} ran past its {limit} and was ended (exit {status}); "
-            f"the node is slow or something in it hangs: raise {limit.key} if it is just slow"
-        )
+        super().__init__(f"{where}: {ran_past(what, limit, status, look)}")
 
 
-def check_not_timed_out(where: str, what: str, limit: Deadline, status: int) -> None:
+def check_not_timed_out(
+    where: str, what: str, limit: Deadline, status: int, look: str = LOOK_AT
+) -> None:
     """Raise `CommandTimedOut` when STATUS is `timeout`'s own exit: its output is partial,
-    and must not be read as "no output" or "section missing"."""
+    and must not be read as "no output" or "section missing". LOOK names what to look at on
+    the node first."""
     if status in TIMEOUT_EXITS:
-        raise CommandTimedOut(where, what, limit, status)
+        raise CommandTimedOut(where, what, limit, status, look)

@@ -1,6 +1,7 @@
 """Every remote command has a local deadline that ends its process group, here on the
 controller itself (connection: local): a real process that `timeout` cannot end holds the
-command's stdout open, as a process in state D on a hung NFS mount holds an ssh session."""
+command's stdout open, as a process in state D on a hung NFS mount holds an ssh session. A
+command that the node's `timeout` did end is named a timeout, with the key of its deadline."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import os
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
-from infergate.fixtures.hosts import KILL_AFTER_S, SSH_GRACE_S, NodeHung, Remote
+from infergate.fixtures.facts import model_hashes
+from infergate.fixtures.hosts import KILL_AFTER_S, SSH_GRACE_S, NodeHung, NodeTimedOut, Remote
 from infergate.inventory import Ssh, parse_inventory
+from infergate.waiting import LOOK_AT
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
@@ -61,3 +65,38 @@ def test_the_node_timeout_still_ends_an_ordinary_slow_command():
     done = remote.run("sleep 10")
     assert done.exit_status == 124  # GNU timeout's own status: the node ended it
     assert remote.run("echo again").stdout == "again\n"
+
+
+def test_a_command_its_deadline_ended_is_named_a_timeout_not_read_as_partial_output():
+    remote = Remote(LOCAL, None, timeout_s=0.5)
+    with pytest.raises(NodeTimedOut) as ended:
+        remote.read("echo partial; sleep 10", "the pings")
+    assert str(ended.value) == (
+        "node1 (10.251.0.11): the pings ran past its 0.5 s (thresholds.command_timeout_s) and "
+        "was ended (exit 124): what it printed is partial\n"
+        f"    fix: the node is slow or something on it hangs: look at {LOOK_AT}; "
+        "raise thresholds.command_timeout_s if it is just slow"
+    )
+    assert remote.read("echo again", "the next").stdout == "again\n"  # not taken for hung
+
+
+def test_a_model_hash_its_deadline_ended_names_the_plans_hash_key(tmp_path):
+    """A model file that blocks its reader (a FIFO here, as a file on a hung mount blocks)
+    keeps the real hashing script past the plan's deadline: the finding names the hash's own
+    key, not the command deadline, and is not a JSON error on its partial output."""
+    model = tmp_path / "model"
+    model.mkdir()
+    os.mkfifo(model / "model-00001-of-00001.safetensors")
+    plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    plan["model"]["path"] = str(model)
+    plan["thresholds"]["model_hash_timeout_s"] = 1
+    inventory = parse_inventory(plan)
+    remotes = {"node1": Remote(LOCAL, None, timeout_s=20)}
+    config = SimpleNamespace(getoption=lambda name: "full")  # --model-hash, as given
+    (outcome,) = model_hashes.__wrapped__(remotes, inventory, config).every().values()
+    assert isinstance(outcome, NodeTimedOut)
+    assert str(outcome).startswith(
+        f"node1 (10.251.0.11): hashing every file of {model} ran past its 1 s "
+        "(thresholds.model_hash_timeout_s) and was ended (exit 124)"
+    )
+    assert "look at the disk's read rate" in str(outcome)

@@ -8,14 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infergate.checks.facts import ProbeError, identity_of, section_text
 from infergate.checks.probe import HOST_SECTIONS, check_probe_printed, parse_sections, probe_script
-from infergate.fixtures.facts import ProbeSilent, _probe
+from infergate.fixtures.facts import ProbeSilent, _probe, on_every_node, read_fact
 from infergate.fixtures.hosts import Remote
 from infergate.inventory import Ssh, parse_inventory
+from infergate.waiting import LOOK_AT
 
 LAB = parse_inventory(
     yaml.safe_load((Path(__file__).resolve().parents[1] / "inventories/lab.yaml").read_text())
 )
+NODE2 = dataclasses.replace(LAB.nodes[1], ssh=Ssh(connection="local"))
 
 
 def test_probe_runs_under_posix_sh_and_yields_every_section():
@@ -39,6 +42,32 @@ def test_probe_section_deadline_ends_a_hung_command():
     sections = parse_sections(out.stdout)
     assert sections["slow"].rc == 124  # timeout's own exit status
     assert sections["after"].text == "still here"
+    with pytest.raises(ProbeError) as ended:  # not "failed", not "section missing"
+        section_text(sections, "slow")
+    assert str(ended.value).startswith(
+        "the probe's `slow` ran past its 8 s (checks.probe.SECTION_TIMEOUT_S) and was ended "
+        "(exit 124): what it printed is partial\n    fix: the node is slow or something on it "
+        "hangs: look at what `slow` runs, on the node under `time`"
+    )
+
+
+def test_a_probe_its_deadline_ended_is_reported_as_a_timeout_naming_its_section():
+    """The real probe through the suite's Remote, with a section that outlasts the whole
+    probe's deadline: the test of a fact fails naming the node, the probe, the deadline with
+    its plan key and the section it was in, where the sections it never printed would read as
+    missing."""
+    remote = Remote(NODE2, None, 1)
+    planned = (("hostname", "hostname"), ("uname", "sleep 5; uname -srm"), ("os-release", "true"))
+    (outcome,) = on_every_node({"node2": remote}, lambda r: _probe(r, planned)).values()
+    with pytest.raises(pytest.fail.Exception) as failed:
+        read_fact(NODE2, outcome, identity_of)
+    assert str(failed.value) == (
+        "node2 (10.251.0.12): the host probe ran past its 1 s (thresholds.command_timeout_s) "
+        "and was ended (exit 124): what it printed is partial\n"
+        "    fix: the node is slow or something on it hangs: look at the section it was in, "
+        f"`uname` (run `sleep 5; uname -srm` on the node under `time`), then {LOOK_AT}; "
+        "raise thresholds.command_timeout_s if it is just slow"
+    )
 
 
 def test_parse_sections_keeps_blank_lines_inside_a_section():
@@ -52,9 +81,9 @@ def test_a_node_without_gnu_timeout_is_named_with_the_probe_exit_and_stderr(tmp_
     `timeout`: no section is printed, and the failure says which node, exit 127 and why."""
     (tmp_path / "sh").symlink_to(shutil.which("sh"))
     monkeypatch.setenv("PATH", str(tmp_path))
-    remote = Remote(dataclasses.replace(LAB.nodes[1], ssh=Ssh(connection="local")), None, 5)
+    remote = Remote(NODE2, None, 5)
     with pytest.raises(ProbeSilent) as silent:
-        _probe(remote, probe_script(HOST_SECTIONS))
+        _probe(remote, HOST_SECTIONS)
     message = str(silent.value)
     assert message.startswith(
         "node2 (10.251.0.12): found the host probe printed no sections (exit 127): "

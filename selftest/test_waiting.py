@@ -70,3 +70,13 @@ def test_timeouts_exit_is_named(status: int) -> None:
 @pytest.mark.parametrize("status", [0, 1, 2, 125, 255])
 def test_other_exits_are_not_timeouts(status: int) -> None:
     check_not_timed_out("node1", "x", Deadline(1, "k"), status)
+
+
+def test_a_timeouts_remedy_leads_with_the_cause_and_what_to_look_at() -> None:
+    with pytest.raises(CommandTimedOut) as e:
+        check_not_timed_out("node1 (10.0.0.1)", "the pings", Deadline(30, "k"), 124,
+                            look="`ip -s link`")  # fmt: skip
+    assert str(e.value).endswith(
+        "\n    fix: the node is slow or something on it hangs: look at `ip -s link`; "
+        "raise k if it is just slow"
+    )

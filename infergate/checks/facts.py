@@ -30,8 +30,9 @@ from infergate.checks.memory import MemoryFacts, memory_facts
 from infergate.checks.model import FileStat, parse_find_files, parse_safetensors_index
 from infergate.checks.network import Interface, parse_ip_addr_json
 from infergate.checks.ports import Listening, parse_ss_listening
-from infergate.checks.probe import Section
+from infergate.checks.probe import SECTION_DEADLINE, Section
 from infergate.checks.rdma_sysfs import RdmaPort, parse_rdma_sysfs
+from infergate.waiting import TIMEOUT_EXITS, ran_past
 
 Sections = dict[str, Section]
 
@@ -47,12 +48,23 @@ class Identity:
     os: str
 
 
+def finished(sections: Sections, name: str, missing: Section) -> Section:
+    """The section (MISSING if there is none); one that ran past its deadline is a ProbeError
+    that says so, since what it printed is partial: a hung model mount is not "no such
+    directory", nor a wedged Docker daemon "no such image"."""
+    section = sections.get(name, missing)
+    if section.rc in TIMEOUT_EXITS:
+        look = f"what `{name}` runs, on the node under `time` (a wedged daemon or a hung mount)"
+        raise ProbeError(ran_past(f"the probe's `{name}`", SECTION_DEADLINE, section.rc, look))
+    return section
+
+
 def section_text(sections: Sections, name: str) -> str:
-    section = sections.get(name)
-    if section is None or section.rc != 0:
-        said = section.text.strip() if section else "(section missing)"
-        rc = section.rc if section else "?"
-        raise ProbeError(f"`{name}` failed on the node (exit {rc}): {said[:300]}")
+    """A section's text; one that failed, is missing or ran past its deadline is a ProbeError."""
+    section = finished(sections, name, Section(-1, "(section missing)"))
+    if section.rc != 0:
+        rc = section.rc if section.rc >= 0 else "?"
+        raise ProbeError(f"`{name}` failed on the node (exit {rc}): {section.text.strip()[:300]}")
     return section.text
 
 
@@ -92,7 +104,7 @@ def docker_of(sections: Sections) -> DockerEngine:
 
 def image_id_of(sections: Sections) -> str | None:
     """The planned image's ID on the node, None when absent; a dead engine is an error."""
-    section = sections.get("image-id", Section(127, "(section missing)"))
+    section = finished(sections, "image-id", Section(127, "(section missing)"))
     if section.rc != 0 and "No such image" not in section.text:
         raise ProbeError(f"`docker image inspect` failed on the node: {section.text.strip()[:300]}")
     return parse_image_id(section.text, section.rc)
@@ -129,10 +141,10 @@ class ModelDir:
 
 
 def model_of(sections: Sections) -> ModelDir:
-    files_section = sections.get("model-files", Section(127, "(section missing)"))
+    files_section = finished(sections, "model-files", Section(127, "(section missing)"))
     files = parse_find_files(files_section.text) if files_section.rc == 0 else None
-    index = sections.get("model-index", Section(1, ""))
-    config = sections.get("model-config", Section(1, "(section missing)"))
+    index = finished(sections, "model-index", Section(1, ""))
+    config = finished(sections, "model-config", Section(1, "(section missing)"))
     try:
         shards = parse_safetensors_index(index.text) if index.rc == 0 else None
     except ValueError as e:  # json.JSONDecodeError is a ValueError

@@ -15,8 +15,14 @@ from dataclasses import dataclass
 
 from infergate.checks.gpu import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from infergate.problems import Problem
+from infergate.waiting import LOOK_AT, Deadline
 
+# Each section's own deadline: every command here answers in well under a second on a
+# healthy node, and `docker stats` samples for one; eight seconds leave a loaded node room
+# and still end a wedged Docker CLI or a hung mount long before the whole probe's deadline
 SECTION_TIMEOUT_S = 8
+SECTION_DEADLINE = Deadline(SECTION_TIMEOUT_S, "checks.probe.SECTION_TIMEOUT_S")
+SECTION_KILL_AFTER_S = 2  # the section's `timeout -k`: SIGKILL this long after its deadline
 
 # Walk from this shell's memory cgroup up to the root, cgroup v2 (`0::`) and v1 (`memory:`)
 # alike, printing `path limit usage file_cache` for every level that has a limit file. The
@@ -115,7 +121,7 @@ def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...
 def probe_script(sections: tuple[tuple[str, str], ...], timeout_s: int = SECTION_TIMEOUT_S) -> str:
     """A POSIX sh script that runs each (name, command) and prints it as a section."""
     lines = [
-        "section() { name=$1; shift; out=$(timeout -k 2 "
+        f"section() {{ name=$1; shift; out=$(timeout -k {SECTION_KILL_AFTER_S} "
         f'{timeout_s} "$@" 2>&1); rc=$?; '
         'printf \'\\n@@@ %s %s\\n%s\\n\' "$name" "$rc" "$out"; }'
     ]
@@ -161,3 +167,17 @@ def check_probe_printed(sections: dict[str, Section], rc: int, stderr: str) -> P
             "exits breaks every remote command"
         )
     return Problem(found=found, planned="the probe's sections on stdout", remedy=remedy)
+
+
+def running_when_ended(planned: tuple[tuple[str, str], ...], printed: dict[str, Section]) -> str:
+    """What to look at on a node whose whole probe its deadline ended: the section it was in
+    (a section is printed when its command is done, so the first planned one not printed),
+    then the node's load."""
+    running = next(((name, cmd) for name, cmd in planned if name not in printed), None)
+    if running is None:
+        return LOOK_AT
+    name, command = running
+    head = command.strip().splitlines()[0][:120]
+    return (
+        f"the section it was in, `{name}` (run `{head}` on the node under `time`), then {LOOK_AT}"
+    )
