@@ -28,10 +28,6 @@ def check_plan(inv: Inventory) -> None:
     _jumps_end(inv)
 
 
-def _label(inv: Inventory, i: int) -> str:
-    return f"nodes[{i}] ({inv.nodes[i].name})"
-
-
 _UNIQUE: tuple[tuple[str, str, Callable[[Node], object]], ...] = (
     ("name", "name", lambda n: n.name),
     ("address", "address", lambda n: n.address.lower()),  # DNS names ignore case
@@ -42,24 +38,24 @@ _UNIQUE: tuple[tuple[str, str, Callable[[Node], object]], ...] = (
 def _unique_per_node(inv: Inventory) -> None:
     """Two nodes with one name, address or fabric address are one machine listed twice."""
     for key, what, value_of in _UNIQUE:
-        seen: dict[object, int] = {}
-        for i, node in enumerate(inv.nodes):
+        seen: dict[object, Node] = {}
+        for node in inv.nodes:
             value = value_of(node)
             if value in seen:
-                earlier = _label(inv, seen[value])
+                earlier = f"{seen[value].path} ({seen[value].name})"
                 raise InventoryError(
-                    f"nodes[{i}].{key}", f"{value} is already the {what} of {earlier}"
+                    node.key_of(key), f"{value} is already the {what} of {earlier}"
                 )
-            seen[value] = i
+            seen[value] = node
 
 
 def _fabric_in_subnet(inv: Inventory) -> None:
     subnet = inv.fabric.subnet
-    for i, node in enumerate(inv.nodes):
+    for node in inv.nodes:
         address = node.fabric.address
         if address.ip not in subnet or address.network.prefixlen != subnet.prefixlen:
             raise InventoryError(
-                f"nodes[{i}].fabric.address",
+                node.key_of("fabric.address"),
                 f"{address} is not an address in fabric.subnet {subnet} "
                 f"(both the address and the prefix length /{subnet.prefixlen} must match)",
             )
@@ -78,11 +74,11 @@ def _dist_init_is_a_node(inv: Inventory) -> None:
 
 
 def _one_head(inv: Inventory) -> None:
-    heads = [i for i, n in enumerate(inv.nodes) if "head" in n.roles]
+    heads = [n for n in inv.nodes if "head" in n.roles]
     if len(heads) > 1:
-        first, second = inv.nodes[heads[0]], inv.nodes[heads[1]]
+        first, second = heads[:2]
         raise InventoryError(
-            f"nodes[{heads[1]}].roles",
+            second.key_of("roles"),
             f"{second.name} and {first.name} both have role head; only one node may",
         )
 
@@ -90,8 +86,8 @@ def _one_head(inv: Inventory) -> None:
 def _roles_match_head(inv: Inventory) -> None:
     """The head is whichever node holds dist_init_addr; roles may only agree with that."""
     head, addr = inv.head, inv.engine.dist_init_addr
-    for i, node in enumerate(inv.nodes):
-        path = f"nodes[{i}].roles"
+    for node in inv.nodes:
+        path = node.key_of("roles")
         if {"head", "worker"} <= node.roles:
             raise InventoryError(path, f"{node.name} cannot be both head and worker")
         if "head" in node.roles and node is not head:
@@ -112,10 +108,10 @@ def _roles_match_head(inv: Inventory) -> None:
 def _one_kind_of_rank(inv: Inventory) -> None:
     """GPU nodes run a rank per GPU, CPU nodes one rank: engines cannot mix the two."""
     first = inv.nodes[0]
-    for i, node in enumerate(inv.nodes):
+    for node in inv.nodes:
         if (node.gpus == 0) != (first.gpus == 0):
             raise InventoryError(
-                f"nodes[{i}].gpus",
+                node.key_of("gpus"),
                 f"{node.name} has gpus {node.gpus} but {first.name} has gpus {first.gpus}; "
                 "a plan has only GPU nodes or only CPU nodes (gpus 0)",
             )
@@ -157,14 +153,14 @@ def _distinct_ports(inv: Inventory) -> None:
 
 
 def _jumps_end(inv: Inventory) -> None:
-    """An ssh.jump that names a node must lead, hop by hop, to a node reached directly."""
+    """A nodes[].ssh.jump that names a node must lead, hop by hop, to a node reached directly."""
     by_name = {n.name: n for n in inv.nodes}
-    for i, node in enumerate(inv.nodes):
+    for node in inv.nodes:
         seen = [node.name]
         hop = node.ssh.jump
         while hop in by_name:
             if hop in seen:
                 chain = " -> ".join([*seen, hop])
-                raise InventoryError(f"nodes[{i}].ssh.jump", f"jump hosts loop: {chain}")
+                raise InventoryError(node.key_of("ssh.jump"), f"jump hosts loop: {chain}")
             seen.append(hop)
             hop = by_name[hop].ssh.jump

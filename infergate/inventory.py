@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
-from typing import Literal, cast
+from typing import Literal, cast, get_args, get_origin, get_type_hints
 
 from infergate import _plan_words as w
 from infergate import _validate as v
@@ -18,6 +18,9 @@ from infergate._plan_rules import check_plan
 
 # Defined beside the value readers that raise it; this module is its public home.
 from infergate._validate import InventoryError as InventoryError
+
+# The metadata of a field the parser works out rather than reads: no key of the plan
+SET_BY_PARSER = {"plan_key": False}
 
 EngineKind = Literal["sglang", "vllm", "vllm-ray"]
 ENGINE_KINDS: tuple[EngineKind, ...] = ("sglang", "vllm", "vllm-ray")
@@ -37,7 +40,7 @@ class Ssh:
     connection: str = "ssh"
     # the jump hosts as `ssh -J` takes them, from this controller on: a jump that names a
     # node becomes that node's user@address:port, after the node's own hops (set by the parser)
-    hops: tuple[str, ...] = ()
+    hops: tuple[str, ...] = field(default=(), metadata=SET_BY_PARSER)
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,28 @@ class Node:
     roles: frozenset[str]  # optional; must agree with engine.dist_init_addr (the head's)
     ssh: Ssh  # how the controller reaches the node
     fabric: NodeFabric  # the node's port on the fabric the engine's ranks talk over
+    path: str = field(metadata=SET_BY_PARSER)  # where the plan has the node: nodes[1]
     gpus: int = 0  # 0: a CPU node that runs one engine rank
     # per-node env, over engine.env; never in a repr: it may hold secrets (infergate.secrets)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # the NODE_OVERRIDES keys this node sets itself (its own fabric.interface, say): where a
+    # value came from, so that a message names the key that holds it (key_of)
+    overrides: frozenset[str] = field(default=frozenset(), metadata=SET_BY_PARSER)
+
+    def sets(self, key: str) -> bool:
+        """Whether this node sets KEY (`fabric.interface`, `env.NCCL_DEBUG`) itself, over the
+        plan-wide key of NODE_OVERRIDES."""
+        if key.startswith("env."):
+            return key.removeprefix("env.") in self.env
+        return key in self.overrides
+
+    def key_of(self, key: str) -> str:
+        """The plan key that holds this node's KEY (`fabric.interface`, `env.NCCL_DEBUG`):
+        the node's own (`nodes[1].fabric.interface`) where the node sets it or no plan-wide
+        key stands in for it, else that plan-wide key (`fabric.interface`). A message names
+        this key, so the operator edits the line that holds the value, not its default."""
+        wide = _plan_wide(key)
+        return plan_key(f"{self.path}.{key}" if wide is None or self.sets(key) else wide)
 
     @property
     def ranks(self) -> int:
@@ -229,6 +251,50 @@ class Inventory:
 # A node's keys that stand, for that node, in for a plan-wide key (plan_schema documents them)
 NODE_OVERRIDES = {"fabric.interface": "fabric.interface", "env": "engine.env"}
 
+
+def _plan_wide(key: str) -> str | None:
+    """The plan-wide key that a node's KEY falls back on (`env.X`: `engine.env.X`), or None."""
+    for mine, plan in NODE_OVERRIDES.items():
+        if key == mine or key.startswith(f"{mine}."):
+            return plan + key.removeprefix(mine)
+    return None
+
+
+def plan_key(key: str) -> str:
+    """KEY, once the plan's model is seen to hold it: `thresholds.weights_timeout_s`,
+    `nodes[1].fabric.interface`, `engine.env.NCCL_DEBUG`. A message that names a key the plan
+    does not have sends the operator hunting; this raises KeyError instead."""
+    if not is_plan_key(key):
+        raise KeyError(f"{key!r} is no key of the plan (infergate.inventory.Inventory)")
+    return key
+
+
+_INDEX = re.compile(r"\[(\d*|\*)\]$")  # a list's item, as keys name it: nodes[1], nodes[], nodes[*]
+
+
+def is_plan_key(key: str) -> bool:
+    """Whether KEY names a field of the plan's model, the dataclasses above (each field a
+    key, but those SET_BY_PARSER), or a variable of an env mapping."""
+    model: object = Inventory
+    for part in key.split("."):
+        if get_origin(model) is Mapping:  # an env: any variable's name
+            model = str
+            continue
+        name = _INDEX.sub("", part)
+        if not (isinstance(model, type) and is_dataclass(model)) or name not in _keys(model):
+            return False
+        model = get_type_hints(model)[name]
+        if name != part:  # nodes[1]: an item of the list
+            if get_origin(model) is not tuple:
+                return False
+            model = get_args(model)[0]
+    return True
+
+
+def _keys(model: type) -> set[str]:
+    return {f.name for f in fields(model) if f.metadata != SET_BY_PARSER}
+
+
 PLACEHOLDERS = ("fabric_ip", "fabric_interface", "head_fabric_ip", "node_name", "node_index")
 
 
@@ -268,7 +334,7 @@ def parse_inventory(data: object) -> Inventory:
 
 
 def _with_hops(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
-    """Each node with its ssh.hops resolved (check_plan has refused jump loops)."""
+    """Each node with its jump hosts resolved (check_plan has refused jump loops)."""
     by_name = {n.name: n for n in nodes}
 
     def hops(node: Node) -> tuple[str, ...]:
@@ -299,6 +365,15 @@ def _node(data: object, path: str, fabric: Fabric) -> Node:
         fabric=s.need("fabric", lambda d, p: _node_fabric(d, p, fabric.interface)),
         gpus=s.get("gpus", v.int_in(0, 64), 0),
         env=s.get("env", _ENV, {}),
+        path=path,
+        overrides=frozenset(k for k in NODE_OVERRIDES if _given(s.data, k.split("."))),
+    )
+
+
+def _given(data: object, key: list[str]) -> bool:
+    """Whether the loaded YAML DATA holds the dotted KEY."""
+    return not key or (
+        isinstance(data, Mapping) and key[0] in data and _given(data[key[0]], key[1:])
     )
 
 

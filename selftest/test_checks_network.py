@@ -29,6 +29,9 @@ def peer_result(case: str, node: str, peer: str) -> PeerResult:
     return PeerResult(peer, PLANNED[peer].ip, *parse_ping(text), text)
 
 
+KEY = "fabric.interface"  # the plan-wide key: these nodes name no interface of their own
+
+
 # (not `node`: the suite's plugin parametrizes that name from the inventory)
 @pytest.mark.parametrize("name", ["node1", "node2"])
 def test_healthy_lab_fabric_interface_passes(name):
@@ -36,29 +39,30 @@ def test_healthy_lab_fabric_interface_passes(name):
     assert set(seen) == {"lo", "mgmt0", "fab0"}
     assert seen["fab0"].up
     assert seen["fab0"].mtu == 1500
-    assert check_fabric_interface(seen, "fab0", PLANNED[name]) == []
+    assert check_fabric_interface(seen, "fab0", PLANNED[name], KEY) == []
 
 
 def test_link_down_reads_as_down_with_the_command_to_raise_it():
     seen = interfaces("link-down", "node2")
     assert not seen["fab0"].up
-    (problem,) = check_fabric_interface(seen, "fab0", PLANNED["node2"])
+    (problem,) = check_fabric_interface(seen, "fab0", PLANNED["node2"], KEY)
     assert problem.found == "fab0 is DOWN (no carrier or admin down)"
     assert "sudo ip link set fab0 up" in problem.remedy
 
 
 def test_missing_interface_lists_what_is_there_and_where_the_address_is():
     seen = interfaces("healthy", "node1")
-    (problem,) = check_fabric_interface(seen, "enp1s0f1np1", PLANNED["node1"])
+    (problem,) = check_fabric_interface(seen, "enp1s0f1np1", PLANNED["node1"], KEY)
     assert (
         problem.found
         == "no interface enp1s0f1np1; present: fab0, lo, mgmt0 (10.252.0.11 is on fab0)"
     )
+    assert "fix fabric.interface in the plan" in problem.remedy
 
 
 def test_wrong_address_names_the_one_found():
     (problem,) = check_fabric_interface(
-        interfaces("healthy", "node1"), "fab0", IPv4Interface("10.252.0.99/24")
+        interfaces("healthy", "node1"), "fab0", IPv4Interface("10.252.0.99/24"), KEY
     )
     assert problem.found == "fab0 has 10.252.0.11/24"
     assert "ip addr add 10.252.0.99/24 dev fab0" in problem.remedy

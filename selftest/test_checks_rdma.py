@@ -26,7 +26,7 @@ DATA = Path(__file__).parent / "data" / "rdma"
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 SPARKS = load_inventory(INVENTORIES / "two-sparks-vllm.yaml")
 SPARK1, SPARK2 = SPARKS.nodes
-MLX5_HOST = RdmaPlan((), "", "", IPv4Address("10.200.1.10"), "gpu1_eth")
+MLX5_HOST = RdmaPlan((), "", "", IPv4Address("10.200.1.10"), "gpu1_eth", "nodes[0].fabric.hcas")
 
 
 def ports(form: str):
@@ -35,7 +35,7 @@ def ports(form: str):
 
 
 def spark1_plan(**env: str) -> RdmaPlan:
-    return rdma_plan(SPARK1.fabric, {**SPARKS.node_env(SPARK1), **env})
+    return rdma_plan(SPARK1, {**SPARKS.node_env(SPARK1), **env})
 
 
 def test_spark_pair_form_parses_twins_and_gids():
@@ -56,7 +56,7 @@ def test_spark_pair_form_parses_twins_and_gids():
 @pytest.mark.parametrize("plan_file", sorted(INVENTORIES.glob("two-sparks-*.yaml")))
 def test_healthy_spark_passes_every_shipped_plan(plan_file):
     plan = load_inventory(plan_file)
-    spark1 = rdma_plan(plan.nodes[0].fabric, plan.node_env(plan.nodes[0]))
+    spark1 = rdma_plan(plan.nodes[0], plan.node_env(plan.nodes[0]))
     assert check_rdma(ports("spark1-healthy.txt"), spark1) == []
 
 
@@ -99,7 +99,7 @@ def test_gid_index_that_is_no_number_is_named():
 
 def test_fabric_address_without_its_gid_is_named():
     """spark2's plan against spark1's sysfs: the HCA of the interface lacks .13's GID."""
-    plan = rdma_plan(SPARK2.fabric, SPARKS.node_env(SPARK2))
+    plan = rdma_plan(SPARK2, SPARKS.node_env(SPARK2))
     (problem,) = check_rdma(ports("spark1-healthy.txt"), plan)
     assert problem.found.startswith(
         "rocep1s0f1 port 1 (on enp1s0f1np1) has no RoCE v2 GID of 192.168.200.13 (GIDs: 0 IB/RoCE"
@@ -112,7 +112,7 @@ def test_only_one_twin_planned_is_named_twice_with_the_bandwidth_cost():
     assert check_rdma_ports_active(ports("spark1-healthy.txt"), plan) == []
     problems = check_twin_hcas_planned(ports("spark1-healthy.txt"), plan)
     assert [p.found for p in problems] == [
-        "nodes[*].fabric.hcas leaves out roceP2p1s0f1, twin HCA of enp1s0f1np1's port",
+        "nodes[0].fabric.hcas leaves out roceP2p1s0f1, twin HCA of enp1s0f1np1's port",
         "NCCL_IB_HCA=rocep1s0f1 leaves out roceP2p1s0f1, twin HCA of enp1s0f1np1's port",
     ]
     assert "NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1" in problems[0].remedy
@@ -123,10 +123,10 @@ def test_two_hcas_on_one_netdev_are_twins_too():
     """The multi-PF netdev form (kernel 6.9+ Socket Direct: two PFs under one netdev), where
     both RDMA devices are bound to the fabric interface itself."""
     seen = ports("multi-pf-netdev.txt")
-    plan = RdmaPlan(("mlx5_0",), "", "", IPv4Address("10.10.0.11"), "eth2")
+    plan = RdmaPlan(("mlx5_0",), "", "", IPv4Address("10.10.0.11"), "eth2", "nodes[3].fabric.hcas")
     assert fabric_twins(seen, "eth2") == ["mlx5_0", "mlx5_1"]
     (problem,) = check_rdma(seen, plan)
-    assert problem.found == "nodes[*].fabric.hcas leaves out mlx5_1, twin HCA of eth2's port"
+    assert problem.found == "nodes[3].fabric.hcas leaves out mlx5_1, twin HCA of eth2's port"
     assert check_rdma(seen, replace(plan, hcas=("mlx5_0", "mlx5_1"))) == []
 
 
@@ -141,7 +141,7 @@ def test_planning_the_other_port_is_named():
         "roceP2p1s0f0 port 1 (on enP2p1s0f0np0) is DOWN, Disabled",
         "no planned HCA drives enp1s0f1np1: roceP2p1s0f0 port 1 (on enP2p1s0f0np0), "
         "rocep1s0f0 port 1 (on enp1s0f0np0)",
-        "nodes[*].fabric.hcas leaves out rocep1s0f1, roceP2p1s0f1, twin HCA of enp1s0f1np1's port",
+        "nodes[0].fabric.hcas leaves out rocep1s0f1, roceP2p1s0f1, twin HCA of enp1s0f1np1's port",
         "NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0 leaves out rocep1s0f1, roceP2p1s0f1, "
         "twin HCA of enp1s0f1np1's port",
     ]
@@ -168,7 +168,7 @@ def test_node_without_infiniband_reports_each_planned_hca_once():
         "no RDMA device rocep1s0f1 (present: none)",
         "no RDMA device roceP2p1s0f1 (present: none)",
     ]
-    assert problems[0].planned == "nodes[*].fabric.hcas names rocep1s0f1"
+    assert problems[0].planned == "nodes[0].fabric.hcas names rocep1s0f1"
 
 
 def test_nccl_ib_hca_forms_as_nccl_documents():
@@ -215,7 +215,7 @@ def test_ipv6_roce_v2_gid_is_no_ipv4_gid_and_one_function_card_has_no_twin():
 def test_plan_without_hcas_names_none():
     lab = load_inventory(INVENTORIES / "lab.yaml")
     node = lab.nodes[0]
-    assert not rdma_plan(node.fabric, lab.node_env(node)).names_hcas
+    assert not rdma_plan(node, lab.node_env(node)).names_hcas
     assert spark1_plan().names_hcas
 
 

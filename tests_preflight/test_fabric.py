@@ -13,7 +13,9 @@ from infergate.fixtures.report import fail_on, fail_on_nodes
 
 def test_fabric_interface_up_with_planned_address(interfaces, node):
     """Every node's fabric interface exists, is up with carrier, and holds its planned address."""
-    fail_on(node, check_fabric_interface(interfaces, node.fabric.interface, node.fabric.address))
+    planned = node.fabric
+    key = node.key_of("fabric.interface")
+    fail_on(node, check_fabric_interface(interfaces, planned.interface, planned.address, key))
 
 
 def test_fabric_peers_answer_ping(peer_pings, node):
@@ -25,10 +27,10 @@ def test_rdma_ports_active_with_roce_v2_gid(probes, node, inventory):
     """Every HCA the node's plan names is ACTIVE and LinkUp, the HCA of the fabric interface
     holds a RoCE v2 GID of the node's fabric address (at NCCL_IB_GID_INDEX, if that is set),
     and on a Spark both twin HCAs of the port are planned."""
-    plan = rdma_plan(node.fabric, inventory.node_env(node))
+    plan = rdma_plan(node, inventory.node_env(node))
     if not plan.names_hcas:
         pytest.skip(
-            "the plan names no HCA for this node: nodes[*].fabric.hcas and NCCL_IB_HCA are empty"
+            f"the plan names no HCA for this node: {plan.hcas_key} and NCCL_IB_HCA are empty"
         )
     ports = read_fact(node, probes.of(node), rdma_ports_of)
     fail_on(node, check_rdma(ports, plan))

@@ -43,9 +43,10 @@ def parse_ip_addr_json(text: str) -> dict[str, Interface]:
 
 
 def check_fabric_interface(
-    interfaces: Mapping[str, Interface], name: str, address: IPv4Interface
+    interfaces: Mapping[str, Interface], name: str, address: IPv4Interface, key: str
 ) -> list[Problem]:
-    """The planned fabric interface exists, is up with carrier, and holds the planned address."""
+    """The planned fabric interface exists, is up with carrier, and holds the planned address.
+    KEY is the plan key that names the interface: the node's own where it sets one."""
     iface = interfaces.get(name)
     if iface is None:
         holder = _holder(interfaces, address)
@@ -55,7 +56,7 @@ def check_fabric_interface(
                 found=f"no interface {name}; present: {', '.join(sorted(interfaces))}{where}",
                 planned=f"{name} with {address}",
                 remedy="find the fabric port with `ip -br link` (`ibdev2netdev` on RDMA hosts) "
-                "and fix fabric.interface in the inventory, or rename the netplan entry",
+                f"and fix {key} in the plan, or rename the netplan entry",
             )
         ]
     problems = []

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from ipaddress import IPv4Address
 
 from infergate.checks.rdma_sysfs import (
-    HCAS_KEY,
     Gid,
     HcaToken,
     RdmaPlan,
@@ -38,8 +37,10 @@ def check_rdma(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[Problem]:
 def check_rdma_ports_active(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[Problem]:
     """Every HCA the plan names exists and its port is ACTIVE with phys_state LinkUp (for an
     NCCL_IB_HCA prefix, one port it matches suffices: NCCL skips the others); an exclusion
-    list leaves out no HCA of fabric.hcas."""
-    absent: dict[str, Problem] = {}  # one per name, though fabric.hcas and NCCL_IB_HCA repeat it
+    list leaves out no HCA of nodes[].fabric.hcas."""
+    absent: dict[
+        str, Problem
+    ] = {}  # one per name, though the node's HCAs and NCCL_IB_HCA repeat it
     down: dict[tuple[str, int], RdmaPort] = {}
     for source, token in plan.named():
         found = [p for p in ports if token.matches(p)]
@@ -90,8 +91,8 @@ def _excluded(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[Problem]:
     return [
         Problem(
             found=f"NCCL_IB_HCA={plan.nccl_ib_hca} excludes {', '.join(dropped)}",
-            planned=f"{HCAS_KEY}: {', '.join(plan.hcas)}, every one used by NCCL",
-            remedy=f"drop {', '.join(dropped)} from the exclusion, or from {HCAS_KEY}",
+            planned=f"{plan.hcas_key}: {', '.join(plan.hcas)}, every one used by NCCL",
+            remedy=f"drop {', '.join(dropped)} from the exclusion, or from {plan.hcas_key}",
         )
     ]
 
@@ -131,7 +132,7 @@ def _not_on_fabric(planned: Sequence[RdmaPort], plan: RdmaPlan) -> Problem:
     bound = ", ".join(p.where for p in planned)
     return Problem(
         found=f"no planned HCA drives {plan.interface}: {bound}",
-        planned=f"the HCA of {plan.interface} ({plan.address}) in {HCAS_KEY} and NCCL_IB_HCA",
+        planned=f"the HCA of {plan.interface} ({plan.address}) in {plan.hcas_key} and NCCL_IB_HCA",
         remedy=f"`ibdev2netdev` shows which HCA drives {plan.interface}: plan that one "
         "(on a Spark, with its twin)",
     )
@@ -193,7 +194,8 @@ def _socket_direct(a: RdmaPort, b: RdmaPort) -> bool:
 
 def check_twin_hcas_planned(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[Problem]:
     """Where the fabric port is two HCAs (a DGX Spark's rocep1s0f1 and roceP2p1s0f1), both are
-    in fabric.hcas and selected by NCCL_IB_HCA; nothing to judge where the port has one HCA."""
+    in nodes[].fabric.hcas and selected by NCCL_IB_HCA; nothing to judge where the port has
+    one HCA."""
     twins = fabric_twins(ports, plan.interface)
     if len(twins) < 2:
         return []
@@ -204,12 +206,12 @@ def check_twin_hcas_planned(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[P
         d for d in twins
         if plan.nccl_ib_hca and not any(p.device == d and selection.selects(p) for p in ports)
     ]  # fmt: skip
-    left_out = [(HCAS_KEY, unlisted), (f"NCCL_IB_HCA={plan.nccl_ib_hca}", unselected)]
+    left_out = [(plan.hcas_key, unlisted), (f"NCCL_IB_HCA={plan.nccl_ib_hca}", unselected)]
     return [
         Problem(
             found=f"{source} leaves out {', '.join(names)}, twin HCA of {plan.interface}'s port",
             planned=f"both HCAs of the fabric port: {', '.join(twins)}",
-            remedy=f"{HCAS_KEY}: [{', '.join(twins)}] and NCCL_IB_HCA={','.join(twins)}: a "
+            remedy=f"{plan.hcas_key}: [{', '.join(twins)}] and NCCL_IB_HCA={','.join(twins)}: a "
             "Spark port is two PCIe x4 HCAs; with one, NCCL reaches ~3 GB/s instead of ~24 "
             "(dgx-spark-playbooks #102)",
         )

@@ -9,9 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Address, IPv6Address
 
-from infergate.inventory import NodeFabric
-
-HCAS_KEY = "nodes[*].fabric.hcas"
+from infergate.inventory import Node
 
 
 @dataclass(frozen=True)
@@ -99,7 +97,7 @@ def parse_rdma_sysfs(text: str) -> list[RdmaPort]:
 
 @dataclass(frozen=True)
 class HcaToken:
-    """One entry of NCCL_IB_HCA (or of fabric.hcas): a device name or prefix, maybe a port."""
+    """One entry of NCCL_IB_HCA or nodes[].fabric.hcas: a device name or prefix, maybe a port."""
 
     name: str
     port: int | None
@@ -146,13 +144,15 @@ def _tokens(value: str, exact: bool) -> tuple[HcaToken, ...]:
 @dataclass(frozen=True)
 class RdmaPlan:
     """What one node's plan says about RDMA: its HCAs, the engine env's NCCL_IB_HCA and
-    NCCL_IB_GID_INDEX ("" when unset), and its fabric address and interface."""
+    NCCL_IB_GID_INDEX ("" when unset), and its fabric address and interface; `hcas_key` is
+    the node's key that lists the HCAs (nodes[1].fabric.hcas), which remedies name."""
 
     hcas: tuple[str, ...]
     nccl_ib_hca: str
     gid_index: str
     address: IPv4Address
     interface: str
+    hcas_key: str
 
     @property
     def names_hcas(self) -> bool:
@@ -163,20 +163,22 @@ class RdmaPlan:
         return _tokens(",".join(self.hcas), exact=True)
 
     def named(self) -> Iterator[tuple[str, HcaToken]]:
-        """Every HCA the plan names, with where it does: fabric.hcas exactly, NCCL_IB_HCA as
-        NCCL matches it (an exclusion list names none)."""
-        yield from ((HCAS_KEY, t) for t in self.hca_tokens)
+        """Every HCA the plan names, with where it does: the node's HCAs exactly, NCCL_IB_HCA
+        as NCCL matches it (an exclusion list names none)."""
+        yield from ((self.hcas_key, t) for t in self.hca_tokens)
         selection = parse_nccl_ib_hca(self.nccl_ib_hca)
         if not selection.exclude:
             yield from ((f"NCCL_IB_HCA={self.nccl_ib_hca}", t) for t in selection.tokens)
 
 
-def rdma_plan(fabric: NodeFabric, env: Mapping[str, str]) -> RdmaPlan:
+def rdma_plan(node: Node, env: Mapping[str, str]) -> RdmaPlan:
     """The RDMA part of a node's plan, from its fabric entry and its resolved engine env."""
+    fabric = node.fabric
     return RdmaPlan(
         hcas=fabric.hcas,
         nccl_ib_hca=env.get("NCCL_IB_HCA", ""),
         gid_index=env.get("NCCL_IB_GID_INDEX", "").strip(),
         address=fabric.address.ip,
         interface=fabric.interface,
+        hcas_key=node.key_of("fabric.hcas"),
     )
