@@ -23,14 +23,17 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
-from docker.errors import DockerException
+from docker.errors import DockerException, NotFound
+from docker.models.containers import Container
 
+from infergate.docker_cli import ContainerSpec, clears_entrypoint
 from infergate.inventory import Node
-from infergate.waiting import Deadline
+from infergate.waiting import Deadline, WaitTimedOut, wait_until
 
 # each API call's socket timeout; a longer call (a wait, a load) names its own
 API_TIMEOUT = Deadline(60, "docker_api.API_TIMEOUT")
@@ -94,6 +97,88 @@ def local_engine(docker_host: str) -> docker.DockerClient:
     return docker.DockerClient(
         base_url=docker_host, version="auto", timeout=int(API_TIMEOUT.seconds)
     )
+
+
+def create_container(
+    client: docker.DockerClient,
+    spec: ContainerSpec,
+    command: Sequence[str],
+    name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Container:
+    """SPEC's container running COMMAND, created and not started. The image's entrypoint, as
+    its inspection gives it, is kept if it is NGC's or none and cleared otherwise
+    (docker_cli.clears_entrypoint), unless engine.docker_args names one. Never pulls: an
+    image the node lacks raises docker.errors.ImageNotFound."""
+    kwargs = spec.create_kwargs()
+    if "entrypoint" not in kwargs:
+        config = client.images.get(spec.image).attrs.get("Config") or {}
+        kwargs["entrypoint"] = [] if clears_entrypoint(config.get("Entrypoint")) else None
+    return client.containers.create(
+        spec.image, list(command), name=name, labels=dict(labels or {}), **kwargs
+    )
+
+
+@dataclass(frozen=True)
+class Exited:
+    """A container's end: its exit status (None: still running at its deadline, and removed),
+    what it wrote to stdout and to stderr."""
+
+    status: int | None
+    stdout: str
+    stderr: str
+
+
+def run_to_exit(
+    client: docker.DockerClient,
+    spec: ContainerSpec,
+    command: Sequence[str],
+    deadline: Deadline,
+    name: str,
+    labels: Mapping[str, str],
+) -> Exited:
+    """Create SPEC's container running COMMAND, start it, wait for its exit until DEADLINE,
+    read its output, and remove it: also when the deadline passes (status None, the wait's
+    words after its stderr), on an error, or on Ctrl-C."""
+    container = create_container(client, spec, command, name, labels)
+    try:
+        container.start()
+        try:
+            status: int | None = wait_until(lambda: _exit_status(container), name, deadline)
+            late = ""
+        except WaitTimedOut as e:
+            status, late = None, f"\n{e}"
+        out, err = (_logs(container, stdout=True), _logs(container, stderr=True) + late)
+        return Exited(status, out, err)
+    finally:
+        with contextlib.suppress(NotFound):  # removed by a clean-up on Ctrl-C meanwhile
+            container.remove(force=True)
+
+
+def _exit_status(container: Container) -> tuple[int | None, str]:
+    container.reload()
+    state = container.attrs["State"]
+    done = state["Status"] in ("exited", "dead")
+    return (int(state["ExitCode"]) if done else None), f"container {state['Status']}"
+
+
+def _logs(container: Container, stdout: bool = False, stderr: bool = False) -> str:
+    text: bytes = container.logs(stdout=stdout, stderr=stderr)
+    return text.decode(errors="replace")
+
+
+def remove_labelled(
+    client: docker.DockerClient, label: str, stop_grace_s: int | None = None
+) -> list[str]:
+    """Remove the containers carrying LABEL (key=value), and only those; with STOP_GRACE_S,
+    SIGTERM first and SIGKILL after that many seconds. Their names."""
+    found = client.containers.list(all=True, filters={"label": label})
+    for container in found:
+        with contextlib.suppress(NotFound):  # gone meanwhile: what was asked
+            if stop_grace_s is not None:
+                container.stop(timeout=stop_grace_s)
+            container.remove(force=True)
+    return [str(c.name) for c in found]
 
 
 def _remote_target(node: Node, config: Path) -> str:
