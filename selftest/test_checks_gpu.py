@@ -137,10 +137,11 @@ def test_driver_other_than_planned_is_named():
 
 def test_gpu_count():
     gpus = parse_nvidia_smi_query_gpu(read("h200/query-gpu.csv"))
-    assert check_gpu_count(gpus, 2) == []
-    (problem,) = check_gpu_count(gpus, 4)
+    assert check_gpu_count(gpus, 2, "nodes[0].gpus") == []
+    (problem,) = check_gpu_count(gpus, 4, "nodes[1].gpus")
     assert problem.found == "2 GPU(s) (0: NVIDIA H200, 1: NVIDIA H200)"
     assert "nvidia-smi -L" in problem.remedy
+    assert problem.remedy.endswith("else fix nodes[1].gpus in the plan")
 
 
 def test_foreign_holder_is_named_with_pid_name_and_mib():

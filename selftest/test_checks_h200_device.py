@@ -37,7 +37,7 @@ def test_two_h200_with_the_driver_and_cuda_of_the_host():
         (0, "NVIDIA H200", "580.159.04"),
         (1, "NVIDIA H200", "580.159.04"),
     ]
-    assert check_gpu_count(gpus, 2) == []
+    assert check_gpu_count(gpus, 2, "nodes[0].gpus") == []
     assert smi_table_of(sections).cuda == "13.0"
 
 

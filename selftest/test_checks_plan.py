@@ -31,6 +31,7 @@ INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 LAB = parse_inventory(yaml.safe_load((INVENTORIES / "lab.yaml").read_text()))
 SPARKS = parse_inventory(yaml.safe_load((INVENTORIES / "two-sparks-sglang.yaml").read_text()))
 FABRIC = IPv4Network("10.252.0.0/24")
+NODE1 = LAB.nodes[0]
 
 
 def sections(case: str, node: str):
@@ -151,7 +152,7 @@ def test_lab_env_pinning_holds_on_its_nodes():
     for node in LAB.nodes:
         seen = sections("healthy", node.name)
         problems = check_pinning(
-            LAB.node_env(node), interfaces_of(seen), FABRIC, rdma_devices_of(seen), ()
+            LAB.node_env(node), interfaces_of(seen), FABRIC, rdma_devices_of(seen), node
         )
         assert problems == []
 
@@ -159,14 +160,14 @@ def test_lab_env_pinning_holds_on_its_nodes():
 def test_wrong_gloo_interface_is_named_with_what_exists():
     seen = sections("healthy", "node1")
     env = {"GLOO_SOCKET_IFNAME": "eth0"}
-    (problem,) = check_pinning(env, interfaces_of(seen), FABRIC, set(), ())
+    (problem,) = check_pinning(env, interfaces_of(seen), FABRIC, set(), NODE1)
     assert problem.found == "GLOO_SOCKET_IFNAME=eth0: no interface eth0 (present: fab0, lo, mgmt0)"
 
 
 def test_pinning_to_the_management_interface_is_off_the_fabric():
     seen = sections("healthy", "node1")
     env = {"GLOO_SOCKET_IFNAME": "mgmt0", "VLLM_HOST_IP": "10.251.0.11"}
-    problems = check_pinning(env, interfaces_of(seen), FABRIC, set(), ())
+    problems = check_pinning(env, interfaces_of(seen), FABRIC, set(), NODE1)
     assert [p.found for p in problems] == [
         "GLOO_SOCKET_IFNAME=mgmt0: mgmt0 has no address in 10.252.0.0/24",
         "VLLM_HOST_IP=10.251.0.11: not in the fabric 10.252.0.0/24",
@@ -176,9 +177,9 @@ def test_pinning_to_the_management_interface_is_off_the_fabric():
 def test_nccl_prefix_match_and_exclusion_lists():
     seen = sections("healthy", "node1")
     ifaces = interfaces_of(seen)
-    assert check_pinning({"NCCL_SOCKET_IFNAME": "fab"}, ifaces, FABRIC, set(), ()) == []
-    assert check_pinning({"NCCL_SOCKET_IFNAME": "^lo,docker"}, ifaces, FABRIC, set(), ()) == []
-    (problem,) = check_pinning({"NCCL_SOCKET_IFNAME": "=fab"}, ifaces, FABRIC, set(), ())
+    assert check_pinning({"NCCL_SOCKET_IFNAME": "fab"}, ifaces, FABRIC, set(), NODE1) == []
+    assert check_pinning({"NCCL_SOCKET_IFNAME": "^lo,docker"}, ifaces, FABRIC, set(), NODE1) == []
+    (problem,) = check_pinning({"NCCL_SOCKET_IFNAME": "=fab"}, ifaces, FABRIC, set(), NODE1)
     assert "no interface fab" in problem.found
 
 
@@ -186,13 +187,13 @@ def test_spark_needs_both_twin_hcas():
     spark = SPARKS.nodes[0]
     env = {"NCCL_IB_HCA": "rocep1s0f1"}
     present = {"rocep1s0f1", "roceP2p1s0f1"}
-    (problem,) = check_pinning(env, {}, FABRIC, present, spark.fabric.hcas)
+    (problem,) = check_pinning(env, {}, FABRIC, present, spark)
     assert problem.found == "NCCL_IB_HCA=rocep1s0f1 leaves out roceP2p1s0f1"
     assert "~3 GB/s instead of ~24" in problem.remedy
 
 
 def test_absent_hca_is_named():
-    (problem,) = check_pinning({"NCCL_IB_HCA": "mlx5_0:1"}, {}, FABRIC, set(), ())
+    (problem,) = check_pinning({"NCCL_IB_HCA": "mlx5_0:1"}, {}, FABRIC, set(), NODE1)
     assert problem.found == "NCCL_IB_HCA=mlx5_0:1: no RDMA device mlx5_0 (present: none)"
 
 

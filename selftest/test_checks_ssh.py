@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,12 @@ import yaml
 from infergate.checks.ssh import check_ssh_failure
 from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
 from infergate.inventory import Node, Ssh, parse_inventory
+from infergate.waiting import Deadline, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "selftest" / "data" / "controller"
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
+SSHD_START = Deadline(10, "SSHD_START")  # a throwaway sshd listens within a second
 # openssh-portable sshconnect.c: error("ssh: connect to host %s port %s: %s", host, strport,
 # strerror(errno)); no recording: a dropped SYN or an ICMP unreachable needs a firewall rule
 TIMED_OUT = "ssh: connect to host 10.251.0.12 port 22: Connection timed out\r\n"
@@ -71,14 +72,14 @@ def test_denied_key_names_the_key_to_authorize():
     assert problem.found.startswith("root@127.0.0.1 refused the key: Permission denied (publickey")
     assert problem.remedy.startswith("authorize /k/id.pub for root on the node: `ssh-copy-id -i")
     no_key = check_ssh_failure(recorded("permission-denied"), node(key=None))
-    assert no_key.remedy.startswith("set the plan's ssh.key")
+    assert no_key.remedy.startswith("set nodes[0].ssh.key to a private key")
 
 
 def test_missing_key_file_is_named_though_ssh_only_says_denied():
     text = recorded("identity-missing")  # LogLevel ERROR hides ssh's "not accessible"
     assert "not accessible" not in text
     problem = check_ssh_failure(text, node(), key_readable=False)
-    assert problem.found == "the plan's ssh.key /k/id cannot be read on this controller"
+    assert problem.found == "nodes[0].ssh.key /k/id cannot be read on this controller"
 
 
 def test_unprotected_key_says_chmod_on_that_file():
@@ -160,11 +161,12 @@ def test_remote_names_a_changed_host_key_live(tmp_path):
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 10
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+    def listening() -> tuple[bool | None, str]:
         assert proc.poll() is None, "sshd exited"
-        assert time.monotonic() < deadline, f"sshd not listening on {port} after 10 s"
-        time.sleep(0.05)
+        with socket.socket() as s:
+            return (True if s.connect_ex(("127.0.0.1", port)) == 0 else None), "refused"
+
+    wait_until(listening, f"sshd listening on {port}", SSHD_START, every_s=0.05)
 
 
 def _unreachable_message(tmp_path: Path, port: int) -> str:

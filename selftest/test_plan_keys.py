@@ -15,6 +15,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 import pytest
 
 from infergate.checks.network import Interface, check_fabric_interface
+from infergate.checks.pinning import check_pinning
 from infergate.inventory import SET_BY_PARSER, Inventory, is_plan_key, parse_inventory, plan_key
 from infergate.plan_schema import plan_schema
 from selftest.test_inventory import lab_with
@@ -80,7 +81,7 @@ def named_keys() -> Iterator[tuple[str, str]]:
 
 
 def test_messages_name_only_keys_the_plan_has():
-    """A remedy that says `fix gpus_per_node` (there is no such key) sends the operator
+    """A remedy that says `raise thresholds.ready_s` (there is no such key) sends the operator
     hunting; every key-shaped word in the library, the fixtures and the tests must be one the
     model holds."""
     found = list(named_keys())
@@ -121,3 +122,13 @@ def test_a_missing_interface_is_fixed_at_the_nodes_own_key():
     key = node.key_of("fabric.interface")
     (problem,) = check_fabric_interface(present, node.fabric.interface, node.fabric.address, key)
     assert "fix nodes[1].fabric.interface in the plan" in problem.remedy
+
+
+def test_a_variable_is_fixed_where_it_is_set_for_the_node():
+    """GLOO_SOCKET_IFNAME from engine.env is fixed there; a node's own, in its env."""
+    inv = parse_inventory(lab_with(("nodes[1].env", {"GLOO_SOCKET_IFNAME": "eth9"})))
+    present = {"eth0": Interface("eth0", True, "UP", 1500, (IPv4Interface("10.252.0.12/24"),))}
+    for node, key in zip(inv.nodes, ["engine.env", "nodes[1].env"], strict=True):
+        env = {"GLOO_SOCKET_IFNAME": "eth9"}
+        (problem,) = check_pinning(env, present, inv.fabric.subnet, set(), node)
+        assert problem.remedy.startswith(f"set {key}.GLOO_SOCKET_IFNAME to the fabric interface")

@@ -25,7 +25,7 @@ def test_engine_env_names_exist_on_node(interfaces, probes, node, inventory):
     node and lies on the fabric."""
     hcas = read_fact(node, probes.of(node), rdma_devices_of)
     env = inventory.node_env(node)
-    problems = check_pinning(env, interfaces, inventory.fabric.subnet, hcas, node.fabric.hcas)
+    problems = check_pinning(env, interfaces, inventory.fabric.subnet, hcas, node)
     fail_on(node, problems)
 
 

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.gpu
 
 def test_gpus_present_as_planned(probes, node):
     """Every node shows the number of GPUs the plan gives it."""
-    fail_on(node, check_gpu_count(read_fact(node, probes.of(node), gpus_of), node.gpus))
+    gpus = read_fact(node, probes.of(node), gpus_of)
+    fail_on(node, check_gpu_count(gpus, node.gpus, node.key_of("gpus")))
 
 
 @pytest.mark.xdist_group("cluster")

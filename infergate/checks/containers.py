@@ -95,7 +95,7 @@ def _foreign(c: Container, memory: dict[str, int], allowed: tuple[str, ...]) -> 
         + ")",
         remedy=f"check what it serves (`{shlex.join(['docker', 'inspect', c.name])}`), then "
         f"`{shlex.join(['docker', 'stop', c.name])}`; or add its name to allow.containers in "
-        "the inventory",
+        "the plan",
     )
 
 

@@ -13,7 +13,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from infergate.inventory import plan_key
 from infergate.problems import Problem
+
+ALLOW_KEY = plan_key("allow.gpu_processes")
+GAP_KEY = plan_key("thresholds.page_cache_gap_gib")
 
 GIB = 1024**3
 QUERY_GPU_FIELDS = (
@@ -217,17 +221,17 @@ def _no_driver(nodes: list[str]) -> Problem:
     )
 
 
-def check_gpu_count(gpus: Sequence[Gpu], planned: int) -> list[Problem]:
-    """The node shows the number of GPUs the plan gives it."""
+def check_gpu_count(gpus: Sequence[Gpu], planned: int, key: str) -> list[Problem]:
+    """The node shows the number of GPUs the plan gives it at KEY (nodes[1].gpus)."""
     if len(gpus) == planned:
         return []
     names = ", ".join(f"{g.index}: {g.name}" for g in gpus) or "none"
     return [
         Problem(
             found=f"{len(gpus)} GPU(s) ({names})",
-            planned=f"{planned} GPU(s)",
+            planned=f"{planned} GPU(s) ({key})",
             remedy="`nvidia-smi -L`; a GPU missing there: `sudo dmesg | grep -iE 'NVRM|Xid'` "
-            "and reseat/reboot; else fix gpus_per_node in the inventory",
+            f"and reseat/reboot; else fix {key} in the plan",
         )
     ]
 
@@ -246,7 +250,7 @@ def check_foreign_gpu_users(
             + (", ".join(allowed) if allowed else "the engine (none before launch)"),
             remedy=f"see what it is: `ps -o pid,user,etime,args -p {app.pid}` and "
             f"`cat /proc/{app.pid}/cgroup` (a docker id there: `docker ps`); stop it "
-            f"(`docker stop <container>` or `kill {app.pid}`), or allow its name in the inventory",
+            f"(`docker stop <container>` or `kill {app.pid}`), or add its name to {ALLOW_KEY}",
         )
         for app in apps
         if not _allowed(app.name, allowed)
@@ -287,7 +291,7 @@ def check_page_cache(
         Problem(
             found=f"torch.cuda.mem_get_info free {engine_free_bytes / GIB:.1f} GiB, "
             f"{gap / GIB:.1f} GiB below MemAvailable {mem_available_bytes / GIB:.1f} GiB",
-            planned=f"the engine sees within {gap_gib:.0f} GiB of MemAvailable",
+            planned=f"the engine sees within {gap_gib:g} GiB of MemAvailable ({GAP_KEY})",
             remedy="drop the page cache before launch, as root: "
             "`sync; echo 3 > /proc/sys/vm/drop_caches` (or lower --gpu-memory-utilization)",
         )

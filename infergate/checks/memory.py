@@ -13,7 +13,15 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from infergate.inventory import plan_key
 from infergate.problems import Problem
+
+# the keys of what a node's memory must hold, as Inventory.mem_needed_gib adds it up
+NEED_KEYS = tuple(
+    map(plan_key, ("model.size_gib", "thresholds.kv_cache_gib", "thresholds.memory_headroom_gib"))
+)
+NEED_SET_KEY = plan_key("thresholds.min_mem_available_gib")
+RATIO_KEY = plan_key("thresholds.tp_balance_min_ratio")
 
 GIB = 1024**3
 # cgroup v1 reports "no limit" as a huge page-aligned number; v2 as "max".
@@ -107,7 +115,8 @@ def check_memory_available(facts: MemoryFacts, needed_gib: float) -> list[Proble
     return [
         Problem(
             found=found + ")",
-            planned=f"at least {needed_gib:.1f} GiB (weights share + KV budget + headroom)",
+            planned=f"at least {needed_gib:.1f} GiB (the node's share of {' + '.join(NEED_KEYS)}"
+            f", or {NEED_SET_KEY})",
             remedy=_cgroup_remedy(cg) if cg is not None and bounded else _HOST_REMEDY,
         )
     ]
@@ -150,8 +159,8 @@ def check_tp_balance(usable: dict[str, int], min_ratio: float) -> dict[str, list
             Problem(
                 found=f"{gib(free)} usable, {free / usable[best]:.2f} of "
                 f"{best}'s {gib(usable[best])}",
-                planned=f"at least {min_ratio:g} of the best node (SGLang refuses to start below "
-                "0.9: 'memory capacity is unbalanced')",
+                planned=f"at least {min_ratio:g} of the best node ({RATIO_KEY}; SGLang refuses "
+                "to start below 0.9: 'memory capacity is unbalanced')",
                 remedy="something on this node holds memory the others do not: stop it "
                 "(`docker ps`, `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
                 "--format=csv`)",

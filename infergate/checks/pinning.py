@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv4Network, ip_address
 
 from infergate.checks.network import Interface
+from infergate.inventory import Node
 from infergate.problems import Problem
 
 IFNAME_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
@@ -47,19 +48,23 @@ def check_pinning(
     interfaces: Mapping[str, Interface],
     subnet: IPv4Network,
     hcas: set[str] | None,
-    planned_hcas: tuple[str, ...],
+    node: Node,
 ) -> list[Problem]:
-    """Each name and address the node's engine environment uses exists here, on the fabric.
-    `hcas` is the node's RDMA devices (None: the node has no /sys/class/infiniband)."""
+    """Each name and address NODE's engine environment ENV uses exists here, on the fabric.
+    `hcas` is the node's RDMA devices (None: the node has no /sys/class/infiniband). A remedy
+    names the key that sets the variable: the node's own env, else engine.env."""
     problems = []
     for var in IFNAME_VARS:
         if var in env:
-            problems += _check_ifnames(var, env[var], interfaces, subnet)
+            key = node.key_of(f"env.{var}")
+            problems += _check_ifnames(var, env[var], interfaces, subnet, key)
     for var in ADDRESS_VARS:
         if var in env:
-            problems += _check_address(var, env[var], interfaces, subnet)
+            key = node.key_of(f"env.{var}")
+            problems += _check_address(var, env[var], interfaces, subnet, key)
     if HCA_VAR in env:
-        problems += _check_hcas(env[HCA_VAR], hcas or set(), planned_hcas)
+        key = node.key_of(f"env.{HCA_VAR}")
+        problems += _check_hcas(env[HCA_VAR], hcas or set(), node.fabric.hcas, key)
     return problems
 
 
@@ -68,7 +73,7 @@ def _on_fabric(iface: Interface, subnet: IPv4Network) -> bool:
 
 
 def _check_ifnames(
-    var: str, value: str, interfaces: Mapping[str, Interface], subnet: IPv4Network
+    var: str, value: str, interfaces: Mapping[str, Interface], subnet: IPv4Network, key: str
 ) -> list[Problem]:
     if value.startswith("^"):  # an exclusion list: NCCL picks among the rest, nothing to check
         return []
@@ -85,8 +90,7 @@ def _check_ifnames(
                     found=f"{var}={value}: no interface {name} "
                     f"(present: {', '.join(sorted(interfaces))})",
                     planned=f"{var} naming this node's fabric interface",
-                    remedy=f"set {var} to the fabric interface in engine.env "
-                    '("{fabric_interface}") or in this node\'s env',
+                    remedy=f'set {key} to the fabric interface: "{{fabric_interface}}"',
                 )
             )
         elif not any(_on_fabric(i, subnet) for i in matches):
@@ -94,14 +98,14 @@ def _check_ifnames(
                 Problem(
                     found=f"{var}={value}: {name} has no address in {subnet}",
                     planned=f"{var} naming an interface on the fabric {subnet}",
-                    remedy=f"point {var} at the interface that holds the node's fabric address",
+                    remedy=f"point {key} at the interface that holds the node's fabric address",
                 )
             )
     return problems
 
 
 def _check_address(
-    var: str, value: str, interfaces: Mapping[str, Interface], subnet: IPv4Network
+    var: str, value: str, interfaces: Mapping[str, Interface], subnet: IPv4Network, key: str
 ) -> list[Problem]:
     try:
         address = ip_address(value)
@@ -121,12 +125,12 @@ def _check_address(
         Problem(
             found=found,
             planned=f"{var} = this node's own fabric address",
-            remedy=f'set {var}: "{{fabric_ip}}" in engine.env, so each node advertises its own',
+            remedy=f'set {key}: "{{fabric_ip}}", so each node advertises its own',
         )
     ]
 
 
-def _check_hcas(value: str, present: set[str], planned: tuple[str, ...]) -> list[Problem]:
+def _check_hcas(value: str, present: set[str], planned: tuple[str, ...], key: str) -> list[Problem]:
     if value.startswith("^"):
         return []
     named = {entry.lstrip("=").split(":")[0] for entry in value.split(",") if entry}
@@ -138,7 +142,7 @@ def _check_hcas(value: str, present: set[str], planned: tuple[str, ...]) -> list
                 found=f"{HCA_VAR}={value}: no RDMA device {', '.join(absent)} "
                 f"(present: {', '.join(sorted(present)) or 'none'})",
                 planned=f"{HCA_VAR} naming this node's HCAs",
-                remedy="list the HCAs with `ibdev2netdev` and fix NCCL_IB_HCA",
+                remedy=f"list the HCAs with `ibdev2netdev` and fix {key}",
             )
         )
     unlisted = [h for h in planned if h not in named]
@@ -147,7 +151,7 @@ def _check_hcas(value: str, present: set[str], planned: tuple[str, ...]) -> list
             Problem(
                 found=f"{HCA_VAR}={value} leaves out {', '.join(unlisted)}",
                 planned=f"every HCA of the port: {', '.join(planned)}",
-                remedy=f"{HCA_VAR}={','.join(planned)}: a Spark port is two PCIe x4 HCAs; with "
+                remedy=f"{key}: {','.join(planned)}; a Spark port is two PCIe x4 HCAs; with "
                 "one, NCCL reaches ~3 GB/s instead of ~24 (dgx-spark-playbooks #102)",
             )
         )

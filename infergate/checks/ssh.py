@@ -25,8 +25,8 @@ Judge = Callable[[str, Node, re.Match[str]], tuple[str, str]]
 
 def check_ssh_failure(stderr: str, node: Node, key_readable: bool | None = None) -> Problem:
     """What ssh's stderr says went wrong, as the cause first and the fix for that cause.
-    `key_readable`: whether the plan's ssh.key file can be read on this controller (ssh's own
-    `not accessible` warning is hidden by the suite's LogLevel ERROR)."""
+    `key_readable`: whether the file of the node's nodes[].ssh.key can be read on this
+    controller (ssh's own `not accessible` warning is hidden by the suite's LogLevel ERROR)."""
     text = stderr.replace("\r", "")
     if node.ssh.key and key_readable is False:
         found, remedy = _key_missing(node)
@@ -101,8 +101,8 @@ def _refused(_text: str, node: Node, _m: re.Match[str]) -> tuple[str, str]:
     port = node.ssh.port
     return (
         f"connection refused on {node.address}:{port}: the host is up, nothing listens there",
-        "start sshd on the node (`systemctl start ssh` or `sshd`), or set the plan's ssh.port "
-        "to the port it listens on (`ss -tlnp | grep sshd` on the node)",
+        "start sshd on the node (`systemctl start ssh` or `sshd`), or set "
+        f"{node.key_of('ssh.port')} to the port it listens on (`ss -tlnp | grep sshd` there)",
     )
 
 
@@ -119,7 +119,7 @@ def _timed_out(_text: str, node: Node, m: re.Match[str]) -> tuple[str, str]:
 def _no_route(_text: str, node: Node, m: re.Match[str]) -> tuple[str, str]:
     return (
         f"{m[0]} to {node.address}: the host is down or not on that network",
-        f"check the plan's address {node.address} and that the node is up "
+        f"check {node.key_of('address')} {node.address} and that the node is up "
         f"(`{_sh('ip', 'route', 'get', node.address)}`, `{_sh('ping', '-c', '3', node.address)}`, "
         "its BMC/console)",
     )
@@ -145,8 +145,8 @@ def _closed_at_banner(_text: str, node: Node, m: re.Match[str]) -> tuple[str, st
 def _unresolved(_text: str, node: Node, m: re.Match[str]) -> tuple[str, str]:
     return (
         f"the name {node.address} does not resolve on this controller ({m[1].strip()})",
-        f"put the node's IP address in the plan, or make {node.address} resolve here "
-        "(DNS, /etc/hosts)",
+        f"put the node's IP address in {node.key_of('address')}, or make {node.address} "
+        "resolve here (DNS, /etc/hosts)",
     )
 
 
@@ -155,7 +155,7 @@ def _denied(_text: str, node: Node, m: re.Match[str]) -> tuple[str, str]:
     found = f"{ssh.user}@{node.address} refused the key: Permission denied ({m[1]})"
     if not ssh.key:
         return found, (
-            "set the plan's ssh.key to a private key the node authorizes (else ssh offers "
+            f"set {node.key_of('ssh.key')} to a private key the node authorizes (else ssh offers "
             f"this user's defaults), or authorize one: "
             f"`{_sh('ssh-copy-id', '-p', str(ssh.port), f'{ssh.user}@{node.address}')}`"
         )
@@ -181,7 +181,7 @@ def _too_many(_text: str, node: Node, _m: re.Match[str]) -> tuple[str, str]:
     fix = (
         f"check that {node.ssh.key} is authorized there"
         if node.ssh.key
-        else "set the plan's ssh.key: the suite then offers only that key (IdentitiesOnly)"
+        else f"set {node.key_of('ssh.key')}: the suite then offers only that key (IdentitiesOnly)"
     )
     return (
         "the node disconnected: Too many authentication failures (more keys offered than "
@@ -193,8 +193,8 @@ def _too_many(_text: str, node: Node, _m: re.Match[str]) -> tuple[str, str]:
 def _key_missing(node: Node) -> tuple[str, str]:
     key, login = node.ssh.key or "", f"{node.ssh.user}@{node.address}"
     return (
-        f"the plan's ssh.key {key} cannot be read on this controller",
-        f"fix the plan's ssh.key path, or create the key "
+        f"{node.key_of('ssh.key')} {key} cannot be read on this controller",
+        f"fix the path in {node.key_of('ssh.key')}, or create the key "
         f"(`{_sh('ssh-keygen', '-t', 'ed25519', '-f', key)}`) and authorize it: "
         f"`{_sh('ssh-copy-id', '-i', key, '-p', str(node.ssh.port), login)}`",
     )
