@@ -85,6 +85,22 @@ def wait_until(
         sleep(min(every_s, left))
 
 
+def retrying(
+    action: Callable[[], object], errors: tuple[type[Exception], ...] = (OSError,)
+) -> Callable[[], tuple[bool | None, str]]:
+    """A probe for `wait_until` that runs ACTION: done once it returns, not yet while it
+    raises one of ERRORS (a directory still busy), whose words are the last state seen."""
+
+    def probe() -> tuple[bool | None, str]:
+        try:
+            action()
+        except errors as e:
+            return None, str(e)
+        return True, "done"
+
+    return probe
+
+
 # Where to look on a node whose command ran past its deadline: its load, and what is stuck
 # in state D (waiting on a disk or a mount that does not answer)
 LOOK_AT = (

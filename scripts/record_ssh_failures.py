@@ -16,7 +16,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,10 +24,12 @@ import yaml
 
 from infergate.fixtures.hosts import ssh_config
 from infergate.inventory import Inventory, Ssh, parse_inventory
+from infergate.waiting import Deadline, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "selftest" / "data" / "controller"
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
+SSHD_START = Deadline(10, "SSHD_START")  # a throwaway sshd listens within a second
 
 
 def free_port() -> int:
@@ -53,15 +54,18 @@ def sshd(tmp: Path, port: int, max_auth_tries: int = 6) -> Iterator[None]:
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
     proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)])
     try:
-        deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"sshd did not listen on {port} (exit {proc.poll()})")
-            time.sleep(0.1)
+        wait_until(lambda: _listening(proc, port), f"sshd listening on {port}", SSHD_START)
         yield
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _listening(proc: subprocess.Popen[bytes], port: int) -> tuple[bool | None, str]:
+    if proc.poll() is not None:
+        raise RuntimeError(f"sshd did not listen on {port} (exit {proc.poll()})")
+    with socket.socket() as s:
+        return (True if s.connect_ex(("127.0.0.1", port)) == 0 else None), "refused"
 
 
 def plan(address: str, port: int, key: Path, known_hosts: Path) -> Inventory:

@@ -9,6 +9,7 @@ from infergate.waiting import (
     Deadline,
     WaitTimedOut,
     check_not_timed_out,
+    retrying,
     wait_until,
 )
 
@@ -80,3 +81,25 @@ def test_a_timeouts_remedy_leads_with_the_cause_and_what_to_look_at() -> None:
         "\n    fix: the node is slow or something on it hangs: look at `ip -s link`; "
         "raise k if it is just slow"
     )
+
+
+def test_retrying_waits_out_a_busy_error_and_names_the_last_one() -> None:
+    clock = FakeClock()
+    errors = iter([OSError(16, "Device or resource busy"), None])
+
+    def remove() -> None:
+        error = next(errors)
+        if error:
+            raise error
+
+    assert wait_until(retrying(remove), "removed", Deadline(5, "k").start(clock),
+                      sleep=clock.sleep) is True  # fmt: skip
+    with pytest.raises(WaitTimedOut, match=r"last seen: \[Errno 16\] busy\)"):
+        wait_until(retrying(lambda: _raise(OSError(16, "busy"))), "removed",
+                   Deadline(1, "k").start(clock), sleep=clock.sleep)  # fmt: skip
+    with pytest.raises(ValueError, match="not an OSError"):  # any other error ends the wait
+        wait_until(retrying(lambda: _raise(ValueError("not an OSError"))), "x", Deadline(1, "k"))
+
+
+def _raise(error: Exception) -> None:
+    raise error

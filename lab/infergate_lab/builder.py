@@ -16,12 +16,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from infergate.waiting import Deadline, WaitTimedOut, wait_until
 from infergate_lab import layout as L
 from infergate_lab.cgroups import Cgroups, remove_tree
 from infergate_lab.docker import dockerd_argv
@@ -30,7 +30,10 @@ from infergate_lab.shell import Done, LabError, mount_points, run
 
 BUILD_CGROUP = "infergate-engine-build"
 WORK_PARENT = Path("/var/tmp")  # on disk: a build data root holds several GB
-START_DEADLINE_S = 60.0
+START_DEADLINE = Deadline(60.0, "infergate_lab.builder.START_DEADLINE")
+# dockerd stops its build containers first on SIGTERM; then what is left of its tree (shims)
+DOCKERD_STOP = Deadline(30.0, "infergate_lab.builder.DOCKERD_STOP")
+SHIMS_STOP = Deadline(10.0, "infergate_lab.builder.SHIMS_STOP")
 
 Say = Callable[[str], None]
 
@@ -94,14 +97,18 @@ def _start(engine: BuildEngine) -> Proc:
             start_new_session=True, cwd="/",
         )  # fmt: skip
     proc = Proc.of(popen.pid)
-    end = time.monotonic() + START_DEADLINE_S
-    while not _answers(engine.sock):
-        if popen.poll() is not None or time.monotonic() > end:
-            _stop(proc)
-            tail = (engine.root / "dockerd.log").read_text(errors="replace")[-1500:]
-            msg = f"the build dockerd did not answer within {START_DEADLINE_S:g} s"
-            raise LabError(f"{msg}:\n{tail}")
-        time.sleep(0.2)
+
+    def answers() -> tuple[bool | None, str]:
+        if popen.poll() is not None:
+            raise LabError(f"the build dockerd exited {popen.returncode}")
+        return (True if _answers(engine.sock) else None), f"no answer on {engine.sock}"
+
+    try:
+        wait_until(answers, "the build dockerd answering", START_DEADLINE, every_s=0.2)
+    except (LabError, WaitTimedOut) as e:
+        _stop(proc)
+        tail = (engine.root / "dockerd.log").read_text(errors="replace")[-1500:]
+        raise LabError(f"{e}:\n{tail}") from None
     return proc
 
 
@@ -120,8 +127,8 @@ def _stop(proc: Proc) -> None:
     # dockerd stops its containers and its containerd itself on SIGTERM; the rest of its
     # tree (shims) goes after, so nothing of ours outlives the build.
     members = tree(proc)
-    stop([proc], deadline_s=30.0)
-    stop([p for p in members if p.alive()], deadline_s=10.0)
+    stop([proc], DOCKERD_STOP)
+    stop([p for p in members if p.alive()], SHIMS_STOP)
 
 
 def _remove(engine: BuildEngine, shared_before: dict[Path, bool]) -> None:

@@ -11,10 +11,10 @@ On v1 the node directories are made in every hierarchy, because runc puts each c
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from infergate.waiting import Deadline, WaitTimedOut, retrying, wait_until
 from infergate_lab.layout import CGROUP_ROOT, NodeSpec
 from infergate_lab.shell import LabError
 
@@ -109,15 +109,19 @@ def _mkdir(d: Path) -> bool:
     return True
 
 
-def remove_tree(top: Path, deadline_s: float = 10.0) -> None:
+# A cgroup's exiting tasks drain in milliseconds once their processes are gone
+REMOVE_DEADLINE = Deadline(10.0, "infergate_lab.cgroups.REMOVE_DEADLINE")
+
+
+def remove_tree(top: Path) -> None:
     """rmdir a cgroup and all below it, deepest first; retry while exiting tasks drain."""
-    end = time.monotonic() + deadline_s
-    while top.exists():
+
+    def remove() -> None:
         dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-        try:
-            for d in [*dirs, top]:
-                d.rmdir()
-        except OSError as e:
-            if time.monotonic() > end:
-                raise LabError(f"cannot remove cgroup {top}: {e}") from None
-            time.sleep(0.1)
+        for d in [*dirs, top] if top.exists() else []:
+            d.rmdir()
+
+    try:
+        wait_until(retrying(remove), f"cgroup {top} removed", REMOVE_DEADLINE, every_s=0.1)
+    except WaitTimedOut as e:
+        raise LabError(f"cannot remove cgroup {top}: {e}") from None

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
+from infergate.waiting import Deadline, WaitTimedOut, wait_until
 from infergate_lab import layout as L
 from infergate_lab import model, shell, sshd, transfer
 from infergate_lab.clock import Clock
@@ -29,7 +30,8 @@ SMOKE_CONTAINER = "infergate-engine-smoke"
 SMOKE_PORT = 18432  # not vLLM's default 8000, which a deployment under test may hold
 # compiled start-up on 2 busy cores: ~60 s with AVX-512, ~4x that with AVX2 alone; a server
 # that dies fails at once, so the deadline only bounds a hang
-SMOKE_DEADLINE_S = 1200.0
+SMOKE_DEADLINE = Deadline(1200.0, "infergate_lab.engine.SMOKE_DEADLINE")
+HEALTH_CALL_S = 2  # one /health call: a server that answers at all answers in milliseconds
 SMOKE_PROMPT = "The capital of France is"
 SMOKE_TOKENS = 32  # the decode rate is measured over these
 
@@ -136,21 +138,24 @@ def smoke_serve(lab: Lab, node: str, image: str = IMAGE) -> Smoke:
 
 
 def _wait_for_health(lab: Lab, node: str, base: str, name: str) -> None:
-    end, last = time.monotonic() + SMOKE_DEADLINE_S, "no answer yet"
-    while time.monotonic() < end:
+    def healthy() -> tuple[bool | None, str]:
         try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+            with urllib.request.urlopen(f"{base}/health", timeout=HEALTH_CALL_S) as r:
                 if r.status == 200:
-                    return
+                    return True, "200"
+                last = f"HTTP {r.status}"
         except (urllib.error.URLError, OSError) as e:
             last = str(e)
         state = lab.node_exec(node, ["docker", "inspect", "-f", "{{.State.Status}}", name],
                               check=False).stdout.strip()  # fmt: skip
         if state != "running" or _engine_failed(lab, node, name):
             raise LabError(f"{node}: the server failed ({state}):\n{_logs(lab, node, name)}")
-        time.sleep(2)
-    msg = f"{node}: {base}/health not 200 within {SMOKE_DEADLINE_S:g} s (last: {last})"
-    raise LabError(f"{msg}:\n{_logs(lab, node, name)}")
+        return None, last
+
+    try:
+        wait_until(healthy, f"{node}: {base}/health 200", SMOKE_DEADLINE, every_s=2)
+    except WaitTimedOut as e:
+        raise LabError(f"{e}:\n{_logs(lab, node, name)}") from None
 
 
 def _engine_failed(lab: Lab, node: str, name: str) -> bool:

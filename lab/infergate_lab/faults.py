@@ -8,11 +8,11 @@ recorded as undo["pid"]/["start"] so that `down` can end it without knowing the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infergate.waiting import Deadline, WaitTimedOut, wait_until
 from infergate_lab import docker, faults_plan, net, services
 from infergate_lab.fault_kind import FaultKind, Undo, end_process
 from infergate_lab.layout import NodeSpec
@@ -47,6 +47,11 @@ def _mtu_back(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
 _HOG = "import signal, sys; held = b'\\1' * int(sys.argv[1]); signal.pause()"
 
 
+# Touching gigabytes of pages, or dd filling a tmpfs, runs at memory speed: a second or two;
+# one that is still short after a minute is held back by the node's limit (reclaim, swap)
+FILL_DEADLINE = Deadline(60.0, "infergate_lab.faults.FILL_DEADLINE")
+
+
 def _hold_memory(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     size = int(float(args[0]) * 2**30)
     argv = [*lab.nsenter(spec), "/usr/bin/python3", "-c", _HOG, str(size)]
@@ -55,18 +60,23 @@ def _hold_memory(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     return {"pid": proc.pid, "start": proc.start}
 
 
-def _wait_resident(lab: Lab, spec: NodeSpec, proc: Proc, size: int, timeout: float = 60) -> None:
+def _wait_resident(lab: Lab, spec: NodeSpec, proc: Proc, size: int) -> None:
     """Until the hog has touched all its memory; if the node's limit kills it, say so."""
-    end = time.monotonic() + timeout
-    while _rss(proc) < size * 0.98:
-        if not proc.alive() or time.monotonic() > end:
-            how = "was killed" if not proc.alive() else f"was still allocating after {timeout:g} s"
-            stop([proc])
-            raise LabError(
-                f"{spec.name}: the process holding {size / 2**30:g} GiB {how} (the node's "
-                f"memory limit is {lab.cgroups.limit(spec) / 2**30:g} GiB); see dmesg"
-            )
-        time.sleep(0.05)
+
+    def resident() -> tuple[bool | None, str]:
+        if not proc.alive():
+            raise LabError("was killed")
+        rss = _rss(proc)
+        return (True if rss >= size * 0.98 else None), f"{rss / 2**30:.2f} GiB resident"
+
+    try:
+        wait_until(resident, "all of it resident", FILL_DEADLINE, every_s=0.05)
+    except (LabError, WaitTimedOut) as e:
+        stop([proc])
+        raise LabError(
+            f"{spec.name}: the process holding {size / 2**30:g} GiB: {e} (the node's "
+            f"memory limit is {lab.cgroups.limit(spec) / 2**30:g} GiB); see dmesg"
+        ) from None
 
 
 def _rss(proc: Proc) -> int:
@@ -108,12 +118,16 @@ def _foreign_container(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
         "trap 'exit 0' TERM; sleep 2147483647 & wait",
     ).strip()  # fmt: skip
     undo = {"container": cid}
-    end = time.monotonic() + 60
-    while lab.cgroups.usage(spec, child=cid) < mib * 2**20:
-        if time.monotonic() > end:
-            _remove_container(lab, spec, undo)
-            raise LabError(f"{spec.name}: container {cid[:12]} did not fill {args[0]} GiB")
-        time.sleep(0.1)
+
+    def filled() -> tuple[bool | None, str]:
+        used = lab.cgroups.usage(spec, child=cid)
+        return (True if used >= mib * 2**20 else None), f"{used / 2**30:.2f} GiB charged"
+
+    try:
+        wait_until(filled, f"container {cid[:12]} filling {args[0]} GiB", FILL_DEADLINE, 0.1)
+    except WaitTimedOut as e:
+        _remove_container(lab, spec, undo)
+        raise LabError(f"{spec.name}: {e}") from None
     return undo
 
 

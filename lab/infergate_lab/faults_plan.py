@@ -4,10 +4,10 @@ corrupted, the image missing or different on one node. Registered in faults.KIND
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infergate.waiting import Deadline, WaitTimedOut, wait_until
 from infergate_lab import docker
 from infergate_lab.fault_kind import FaultKind, Undo, end_process
 from infergate_lab.layout import NodeSpec
@@ -27,19 +27,29 @@ _LISTEN += "; s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)"
 _LISTEN += "; s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen(); signal.pause()"
 
 
+# A python that binds a port listens within a second, even on a loaded 2-core controller
+LISTEN_DEADLINE = Deadline(10.0, "infergate_lab.faults_plan.LISTEN_DEADLINE")
+
+
 def _port_taken(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     argv = [*lab.nsenter(spec), "/usr/bin/python3", "-c", _LISTEN, args[0]]
     proc = Proc.of(launch(argv, lab.cgroups.procs_file(spec), spec.log("port-taken")))
-    end = time.monotonic() + 10
-    while f":{args[0]} " not in lab.node_exec(spec.name, ["ss", "-Htln"]).stdout:
-        if not proc.alive() or time.monotonic() > end:
-            end_process(lab, spec, {"pid": proc.pid, "start": proc.start})
-            said = spec.log("port-taken").read_text(errors="replace").strip().splitlines()
-            raise LabError(
-                f"{spec.name}: could not take TCP {args[0]}: {said[-1] if said else 'no output'}"
-                f" (log {spec.log('port-taken')})"
-            )
-        time.sleep(0.05)
+
+    def listening() -> tuple[bool | None, str]:
+        if not proc.alive():
+            raise LabError("the listener exited")
+        found = f":{args[0]} " in lab.node_exec(spec.name, ["ss", "-Htln"]).stdout
+        return (True if found else None), "not in `ss -Htln`"
+
+    try:
+        wait_until(listening, f"TCP {args[0]} listening", LISTEN_DEADLINE, every_s=0.05)
+    except (LabError, WaitTimedOut):
+        end_process(lab, spec, {"pid": proc.pid, "start": proc.start})
+        said = spec.log("port-taken").read_text(errors="replace").strip().splitlines()
+        raise LabError(
+            f"{spec.name}: could not take TCP {args[0]}: {said[-1] if said else 'no output'}"
+            f" (log {spec.log('port-taken')})"
+        ) from None
     return {"pid": proc.pid, "start": proc.start}
 
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-STOP_DEADLINE_S = 8.0
+from infergate.waiting import Deadline, WaitTimedOut, wait_until
+
+# SIGTERM to SIGKILL: a lab service (sshd, dockerd with its containers) ends in well under
+# a second; eight leave a busy 2-core controller room
+STOP_DEADLINE = Deadline(8.0, "infergate_lab.procs.STOP_DEADLINE")
+# After SIGKILL only a process in state D lingers; it is left behind after this
+KILLED_DEADLINE = Deadline(5.0, "infergate_lab.procs.KILLED_DEADLINE")
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -73,26 +78,31 @@ def tree(root: Proc) -> list[Proc]:
     return found
 
 
-def stop(procs: Iterable[Proc], deadline_s: float = STOP_DEADLINE_S) -> None:
+def stop(procs: Iterable[Proc], deadline: Deadline = STOP_DEADLINE) -> None:
     """SIGTERM, wait up to the deadline, then SIGKILL whatever is left, and wait for that."""
     living = [p for p in procs if p.alive()]
     for p in living:
         p.signal(signal.SIGTERM)
-    if _wait_gone(living, deadline_s):
+    if _wait_gone(living, deadline):
         return
     for p in living:
         p.signal(signal.SIGKILL)
-    _wait_gone(living, 5.0)
+    _wait_gone(living, KILLED_DEADLINE)
 
 
-def stop_tree(root: Proc, deadline_s: float = STOP_DEADLINE_S) -> None:
-    stop(tree(root), deadline_s)
+def stop_tree(root: Proc, deadline: Deadline = STOP_DEADLINE) -> None:
+    stop(tree(root), deadline)
 
 
-def _wait_gone(procs: list[Proc], deadline_s: float) -> bool:
-    end = time.monotonic() + deadline_s
-    while any(p.alive() for p in procs):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
+def _wait_gone(procs: list[Proc], deadline: Deadline) -> bool:
+    """Whether every process ended by the deadline (the caller decides what a survivor means)."""
+
+    def gone() -> tuple[bool | None, str]:
+        left = [p.pid for p in procs if p.alive()]
+        return (None if left else True), f"pids {left} alive"
+
+    try:
+        wait_until(gone, "the processes ended", deadline, every_s=0.05)
+    except WaitTimedOut:
+        return False
     return True

@@ -3,10 +3,10 @@ cgroup, many nodes at once, and waited for together under one deadline."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from infergate.waiting import Deadline, WaitTimedOut, wait_until
 from infergate_lab import docker, sshd
 from infergate_lab.cgroups import Cgroups
 from infergate_lab.layout import NodeSpec
@@ -17,7 +17,9 @@ from infergate_lab.state import LabState
 
 # 16 nodes' sshd + dockerd are ready ~2.5 s after launch on this 2-core VM; a slow disk or
 # the vfs storage driver takes longer, a broken config never: it exits, and that is seen.
-READY_TIMEOUT_S = 90.0
+READY_DEADLINE = Deadline(90.0, "infergate_lab.services.READY_DEADLINE")
+# A service stopped as a fault: dockerd may first stop the node's containers
+SERVICE_STOP_DEADLINE = Deadline(15.0, "infergate_lab.services.SERVICE_STOP_DEADLINE")
 
 
 @dataclass(frozen=True)
@@ -58,20 +60,24 @@ def start(
 
 
 def wait_ready(
-    state: LabState, pending: list[tuple[NodeSpec, str]], timeout: float = READY_TIMEOUT_S
+    state: LabState, pending: list[tuple[NodeSpec, str]], deadline: Deadline = READY_DEADLINE
 ) -> None:
     """Wait until every launched service answers; fail at once when one dies, and at the
     deadline name each node still not ready with its log."""
-    end = time.monotonic() + timeout
-    while pending:
-        for spec, name in pending:
+    left = list(pending)
+
+    def ready() -> tuple[bool | None, str]:
+        for spec, name in left:
             if not running(state, spec, name):
                 raise LabError(_not_ready(spec, name, "exited"))
-        pending = [(s, n) for s, n in pending if not SERVICES[n].ready(s)]
-        if pending and time.monotonic() > end:
-            late = f"not ready after {timeout:g} s"
-            raise LabError("; ".join(_not_ready(s, n, late) for s, n in pending))
-        time.sleep(0.1)
+        left[:] = [(s, n) for s, n in left if not SERVICES[n].ready(s)]
+        return (None if left else True), " ".join(f"{s.name}:{n}" for s, n in left)
+
+    try:
+        wait_until(ready, "every lab service ready", deadline, every_s=0.1)
+    except WaitTimedOut as e:
+        late = f"not ready after {e.deadline}"
+        raise LabError("; ".join(_not_ready(s, n, late) for s, n in left)) from None
 
 
 def _not_ready(spec: NodeSpec, name: str, how: str) -> str:
@@ -86,4 +92,4 @@ def stop_service(state: LabState, spec: NodeSpec, name: str) -> None:
     sshd that ends open sessions too, so a multiplexed SSH master cannot outlive the fault."""
     proc = running(state, spec, name)
     if proc:
-        stop_tree(proc, deadline_s=15.0)
+        stop_tree(proc, SERVICE_STOP_DEADLINE)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from infergate.waiting import Deadline, WaitTimedOut, retrying, wait_until
 from infergate_lab import layout as L
 from infergate_lab import net
 from infergate_lab.cgroups import Cgroups, remove_tree
@@ -19,6 +19,13 @@ from infergate_lab.shell import LabError, mount_points, mounted, run
 from infergate_lab.state import LabState, NodeRecord
 
 Say = Callable[[str], None]
+
+# Each of the two rounds of a teardown's stop: we end everything anyway, so no round waits
+# for a container that ignores SIGTERM as docker would (10 s)
+TEARDOWN_STOP = Deadline(3.0, "infergate_lab.teardown.TEARDOWN_STOP")
+# A data root still a mount point in a mount namespace the kernel is tearing down: EBUSY
+# clears in well under a second
+RMTREE_DEADLINE = Deadline(10.0, "infergate_lab.teardown.RMTREE_DEADLINE")
 
 
 def stop_processes(records: Iterable[NodeRecord], cgroups: Cgroups, extra: list[Proc]) -> int:
@@ -31,9 +38,9 @@ def stop_processes(records: Iterable[NodeRecord], cgroups: Cgroups, extra: list[
     records = list(records)
     roots = [*(p for r in records for p in r.procs.values()), *extra]
     trees = [p for root in roots for p in tree(root)]
-    stop(roots, deadline_s=3.0)
+    stop(roots, TEARDOWN_STOP)
     rest = {p for p in trees if p.alive()} | set(_in_cgroups(records, cgroups))
-    stop(rest, deadline_s=3.0)
+    stop(rest, TEARDOWN_STOP)
     if still := _in_cgroups(records, cgroups):
         raise LabError(f"processes {sorted(p.pid for p in still)} survive in the lab cgroups")
     return len({*trees, *rest})
@@ -62,17 +69,17 @@ def remove_node(rec: NodeRecord) -> None:
         _rmtree(Path(d))
 
 
-def _rmtree(path: Path, deadline_s: float = 10.0) -> None:
-    # A data root may still be a mount point in a mount namespace that the kernel is
-    # tearing down: retry EBUSY briefly.
-    end = time.monotonic() + deadline_s
-    while path.exists():
-        try:
+def _rmtree(path: Path) -> None:
+    """Remove a lab directory, retrying EBUSY briefly (RMTREE_DEADLINE)."""
+
+    def remove() -> None:
+        if path.exists():
             shutil.rmtree(path)
-        except OSError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.2)
+
+    try:
+        wait_until(retrying(remove), f"{path} removed", RMTREE_DEADLINE, every_s=0.2)
+    except WaitTimedOut as e:
+        raise LabError(str(e)) from None
 
 
 def remove_shared(state: LabState) -> None:
