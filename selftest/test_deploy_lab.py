@@ -19,11 +19,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from docker import DockerClient
 
 from infergate.checks.containers import RUN_LABEL
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, LaunchFailed, http_get
 from infergate.deploy.launch import Start
+from infergate.docker_api import local_engine
 from infergate.inventory import Inventory, parse_inventory
 from infergate_lab import Lab
 from infergate_lab.engine import node_io
@@ -176,7 +178,8 @@ def test_worker_never_started_leaves_the_head_silent_until_the_deadline(engine_l
     launch = plan_launch(plan, "selftest-lone-head")
     steps = tuple(s for s in launch.steps if not (isinstance(s, Start) and s.node == "node2"))
     said: list[str] = []
-    with Deployment(launch, {n.name: n for n in plan.nodes}, node_io(engine_lab), said.append) as d:
+    with Deployment(launch, {n.name: n for n in plan.nodes}, node_io(engine_lab), said.append,
+                    engines=lab_engines(engine_lab)) as d:  # fmt: skip
         with pytest.raises(LaunchFailed) as failed:
             d.perform(steps)
         silent = http_get(f"{launch.endpoint}/health", 3)
@@ -244,6 +247,11 @@ def test_ray_cluster_forms_and_is_gated_but_vllm_cpu_refuses_ray(engine_lab, pyt
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def lab_engines(lab: Lab) -> dict[str, DockerClient]:
+    """Each lab node's Docker Engine API, on the node's own socket on this machine."""
+    return {n: local_engine(lab.spec(n).docker_host) for n in NODES}
 
 
 def load(path: Path, **thresholds: float) -> Inventory:

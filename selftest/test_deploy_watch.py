@@ -10,19 +10,21 @@ memory (the hold-memory fault beside a 3 GiB KV cache).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.launch import Launch
+from infergate.deploy.streams import lines_of
 from infergate.deploy.watch import (
-    LOG_MARK,
     NodeWatch,
-    apply_poll,
+    apply_event,
+    apply_inspect,
     error_lines,
     missing,
+    oom_command,
     parse_docker_top,
     parse_oom_kills,
     scan,
@@ -97,39 +99,43 @@ def test_fatal_lines_are_recognised_with_their_meaning(
     assert fatal.meaning == meaning
 
 
-def test_apply_poll_reads_state_and_only_the_new_lines() -> None:
+def test_a_progress_bar_stays_inside_its_line_wherever_the_stream_cuts() -> None:
+    """vLLM's shard loading writes a tqdm bar with "\r" inside one log line; Docker stores
+    lines by "\n". Split on "\r" too, the bar's steps would read as lines of their own."""
+    log = b"init\nLoading shards:   0% | 0/1\rLoading shards: 100% | 1/1\nLoading weights took"
+    expected = ["init", "Loading shards:   0% | 0/1\rLoading shards: 100% | 1/1",
+                "Loading weights took"]  # fmt: skip
+    for cut in range(len(log)):
+        assert list(lines_of([log[:cut], log[cut:]])) == expected, cut
+    assert list(lines_of([bytes([b]) for b in log])) == expected
+
+
+def event(action: str, name: str = "c", **attributes: str) -> dict[str, Any]:
+    """An Engine API event as `docker events --format '{{json .}}'` shows one (Docker 20.10)."""
+    return {"Type": "container", "Action": action, "status": action,
+            "Actor": {"ID": "88820cf2", "Attributes": {"name": name, **attributes}}}  # fmt: skip
+
+
+def test_events_of_the_container_set_its_state_and_others_are_ignored() -> None:
     watch = NodeWatch("c", started=True)
-    new = apply_poll(watch, f"running 0 false\n{LOG_MARK}\na\nb\n")
-    assert (watch.state, new, watch.lines) == ("running", ["a", "b"], ["a", "b"])
-    apply_poll(watch, f"exited 137 true\n{LOG_MARK}\nc\n")
+    apply_event(watch, event("start"))
+    assert watch.state == "running"
+    apply_event(watch, event("die", name="other", exitCode="1"))
+    apply_event(watch, event("exec_die", exitCode="3"))
+    assert (watch.state, watch.exit_code) == ("running", 0)
+    apply_event(watch, event("oom"))
+    apply_event(watch, event("die", exitCode="137"))
     assert (watch.state, watch.exit_code, watch.oom_killed) == ("exited", 137, True)
-    assert watch.lines == ["a", "b", "c"]
+    apply_event(watch, event("destroy"))
+    assert watch.state == "missing"
 
 
-def test_a_progress_bar_line_does_not_make_the_next_poll_skip_a_line(tmp_path) -> None:
-    """vLLM's shard loading writes a tqdm bar with "\r" inside one log line; the next poll is
-    `tail -n +N` (real tail here), which counts "\n" only. The lab's keyed launch waited out
-    its deadline when node1's "Loading weights took" was the line skipped."""
-    log = tmp_path / "container.log"
-    log.write_text("init\nLoading shards:   0% | 0/1\rLoading shards: 100% | 1/1\n")
-    watch = NodeWatch("c")
-
-    def poll() -> list[str]:
-        tail = subprocess.run(["tail", "-n", f"+{len(watch.lines) + 1}", str(log)],
-                              capture_output=True, check=True).stdout.decode()  # fmt: skip
-        return apply_poll(watch, f"running 0 false\n{LOG_MARK}\n{tail}")
-
-    assert len(poll()) == 2
-    with log.open("a") as f:
-        f.write("Loading weights took 0.54 seconds\nnext\n")
-    assert poll() == ["Loading weights took 0.54 seconds", "next"]
-
-
-def test_apply_poll_tells_a_removed_container_from_one_never_started() -> None:
-    started, never = NodeWatch("c", started=True), NodeWatch("c")
-    for watch in (started, never):
-        apply_poll(watch, f"missing\n{LOG_MARK}\n")
-    assert (started.state, never.state) == ("missing", "not started")
+def test_inspection_gives_the_id_the_kernel_names_and_the_state() -> None:
+    watch = NodeWatch("c", started=True)
+    apply_inspect(watch, {"Id": "88820cf2", "State": {"Status": "exited", "ExitCode": 2,
+                                                       "OOMKilled": False}})  # fmt: skip
+    assert (watch.container_id, watch.state, watch.exit_code) == ("88820cf2", "exited", 2)
+    assert "task_memcg=[^,]*'88820cf2" in oom_command(watch.container_id)
 
 
 def test_docker_top_of_the_head_lists_its_engine_processes() -> None:

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import NoReturn, Protocol, TypeVar
 
+from docker import DockerClient
+
 from infergate import http_session
 from infergate.apikey import ApiKey, redact
-from infergate.checks.containers import down_command
+from infergate.checks.containers import RUN_LABEL, down_command
 from infergate.deploy import gates
 from infergate.deploy.failure import (
     LaunchFailed,
@@ -47,12 +49,15 @@ from infergate.deploy.runs import (
     parse_run_listing,
     remove_command,
 )
+from infergate.deploy.streams import News, Streams
 from infergate.deploy.watch import (
     NodeWatch,
     Process,
-    apply_poll,
+    apply_event,
+    apply_inspect,
+    oom_command,
     parse_docker_top,
-    poll_command,
+    parse_oom_kills,
     scan,
 )  # fmt: skip
 from infergate.inventory import Node
@@ -131,6 +136,7 @@ class Deployment:
         secrets: tuple[str, ...] = (),  # the plan's (infergate.secrets.plan_secrets)
         inventory_path: str | None = None,  # for the removal's remedy
         ca_bundle: str | None = None,  # https verified against it (None: certifi's CAs)
+        engines: Mapping[str, DockerClient] | None = None,  # each node's Docker Engine API
     ) -> None:
         self.launch, self.nodes, self.api_key, self.ca_bundle = launch, nodes, api_key, ca_bundle
         self.inventory_path = inventory_path
@@ -142,6 +148,9 @@ class Deployment:
         self.head = next(iter(launch.containers), "")
         self.started_at = time.monotonic()
         self.ready_processes: dict[str, list[Process]] = {}
+        self.engines = dict(engines or {})
+        self.streams = Streams()
+        self._news: list[News] = []
         self._pool = ThreadPoolExecutor(max(1, len(nodes)))
 
     def __enter__(self) -> Deployment:
@@ -155,6 +164,7 @@ class Deployment:
     def close(self) -> None:
         """Save the evidence, then remove this run's containers (unless kept); a handle that
         started nothing (refused) removes nothing."""
+        self.streams.close()
         if not self.touched:
             self._pool.shutdown()
             return
@@ -176,6 +186,9 @@ class Deployment:
         steps = self.launch.steps if steps is None else steps
         if any(isinstance(s, Start) for s in steps):
             self.refuse_taken()
+            label = f"{RUN_LABEL}={self.launch.run_id}"
+            for node, engine in self.engines.items():  # before the first start: none missed
+                self.streams.follow_events(node, engine, label)
         self.touched = True
         for step in steps:
             if isinstance(step, Start | Exec):
@@ -233,32 +246,59 @@ class Deployment:
         watch = self.watches[step.node]
         watch.started = True
         if isinstance(step, Start):
-            watch.container_id = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+            self._follow(step.node, done.stdout.strip().splitlines()[-1])
         verb = "started" if isinstance(step, Start) else "launched in"
         self.say(f"[{self.elapsed():6.1f} s] {self._where(step.node)}: {verb} {step.container}")
 
+    def _follow(self, node: str, container_id: str) -> None:
+        """Follow the container `docker run -d` started (its ID, last of what it printed)."""
+        container = self.engines[node].containers.get(container_id)
+        apply_inspect(self.watches[node], container.attrs)
+        self.streams.follow_log(node, container)
+
     def wait_for_news(self, seconds: float) -> None:
-        """Between two looks of a gate."""
-        time.sleep(seconds)
+        """Between two looks of a gate: until a node says something, or SECONDS passed."""
+        self._news += self.streams.wait(seconds)
 
     def refresh(self) -> None:
-        """Read every started container's state and new log lines (all nodes at once);
-        print milestones as they are reached; fail on a fatal line or a stopped container."""
+        """Take in what every node said since the last look; print milestones as they are
+        reached; fail on a fatal line or a stopped container, or on the kernel's OOM kill
+        behind it, on whichever node it was."""
+        self._take_news()
+        now, started = self.elapsed(), [n for n, w in self.watches.items() if w.started]
+        troubled = {n: p for n in started if (p := watch_problems(self.watches[n], now, SETTLE_S))}
+        if troubled:
+            self.judge_oom()
+            first = next(iter(troubled))
+            self.fail({first: troubled[first]})
+
+    def judge_oom(self) -> None:
+        """Fail when the kernel OOM-killed a process in a started container: the cause of a
+        dead rank, or of a silent one."""
         started = [n for n, w in self.watches.items() if w.started]
-        for node, text in self._each(self._poll, started).items():
-            self._heard(node, apply_poll(self.watches[node], text))
-        now = self.elapsed()
-        for node in started:
-            if problems := watch_problems(self.watches[node], now, SETTLE_S):
-                self.fail({node: problems})
+        self._each(self._read_oom, started)
+        if killed := {n: [oom_problem(self.watches[n])] for n in started
+                      if self.watches[n].oom_kills}:  # fmt: skip
+            self.fail(killed)
 
-    def _heard(self, node: str, new: list[str]) -> None:
+    def _read_oom(self, node: str) -> None:
+        watch = self.watches[node]
+        if watch.container_id:
+            found = self.io(node, oom_command(watch.container_id), QUERY_S).stdout
+            watch.oom_kills = parse_oom_kills(found) or watch.oom_kills
+
+    def _take_news(self) -> None:
+        news, self._news = [*self._news, *self.streams.drain()], []
         at = self.elapsed()
-        for name in scan(self.launch, self.watches[node], node, new, at):
-            self.say(f"[{at:6.1f} s] {self._where(node)}: {name}")
-
-    def _poll(self, node: str) -> str:
-        return self.io(node, poll_command(self.watches[node]), QUERY_S).stdout
+        for item in news:
+            watch = self.watches[item.node]
+            if item.line is None:
+                apply_event(watch, item.event)
+                continue
+            line = self.hide(item.line)
+            watch.lines.append(line)
+            for name in scan(self.launch, watch, item.node, [line], at):
+                self.say(f"[{at:6.1f} s] {self._where(item.node)}: {name}")
 
     def fail(self, problems: dict[str, list[Problem]], at: str = "") -> NoReturn:
         """Stop the launch: PROBLEMS per node, at the gate AT, with every node's tail."""
@@ -278,10 +318,10 @@ class Deployment:
         return unreached(self.launch, self.watches)
 
     def catch_up(self, node: str) -> NodeWatch:
-        """Read the node's container state and the log lines written since the last look."""
-        watch = self.watches[node]
-        scan(self.launch, watch, node, apply_poll(watch, self._poll(node)), self.elapsed())
-        return watch
+        """The node's container state and log lines, with what the kernel OOM-killed in it."""
+        self._take_news()
+        self._read_oom(node)
+        return self.watches[node]
 
     def processes(self, node: str) -> list[Process]:
         top = self.io(node, f"docker top {self.watches[node].container} -o pid,args", QUERY_S)

@@ -29,6 +29,7 @@ def wait_for(d: Deployment, gate: Gate) -> None:
     try:
         wait_until(lambda: look(d, gate), gate.name, clock, POLL_S, d.wait_for_news)
     except WaitTimedOut as e:
+        d.judge_oom()  # a rank the kernel killed is silent: say why
         d.fail(missed(gate, d.watches, d.head, e.last, d.elapsed()), gate.name)
 
 

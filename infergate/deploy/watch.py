@@ -6,12 +6,10 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from infergate.deploy.launch import Launch, Milestone
 from infergate.signatures import Signature
-
-LOG_MARK = "::infergate-log::"
-OOM_MARK = "::infergate-oom::"
 
 
 @dataclass
@@ -19,7 +17,7 @@ class NodeWatch:
     """What the controller has seen of one node's engine container so far."""
 
     container: str
-    container_id: str = ""  # what `docker run -d` printed: the kernel's OOM lines name it
+    container_id: str = ""  # the kernel's OOM lines name it
     started: bool = False
     state: str = "not started"  # docker's State.Status, or "missing"
     exit_code: int = 0
@@ -35,43 +33,42 @@ class NodeWatch:
         return self.lines[-count:]
 
 
-def poll_command(watch: NodeWatch) -> str:
-    """One round trip: the container's state, the log lines not seen yet, and the kernel's
-    OOM kills inside the container (`dmesg` names its cgroup, hence its ID)."""
-    c = shlex.quote(watch.container)
-    state = "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"
-    oom = ""
-    if watch.container_id:
-        kid = shlex.quote(watch.container_id)
-        # the victim's cgroup (task_memcg), not the cpuset of the task that hit the limit
-        oom = f"; echo {OOM_MARK}; dmesg 2>/dev/null | grep -E 'oom-kill:.*task_memcg=[^,]*'{kid}"
-    return (
-        f"docker inspect -f '{state}' {c} 2>/dev/null || echo missing; echo {LOG_MARK}; "
-        f"docker logs {c} 2>&1 | tail -n +{len(watch.lines) + 1}{oom}"
-    )
+def oom_command(container_id: str) -> str:
+    """The kernel's OOM kills inside the container (`dmesg` names the victim's cgroup, hence
+    the container's ID): Docker's own oom event is never sent when the memory limit sits
+    above the container (a node's cgroup, as in the lab), so the kernel is asked."""
+    # the victim's cgroup (task_memcg), not the cpuset of the task that hit the limit
+    kid = shlex.quote(container_id)
+    return f"dmesg 2>/dev/null | grep -E 'oom-kill:.*task_memcg=[^,]*'{kid} || true"
 
 
-def apply_poll(watch: NodeWatch, text: str) -> list[str]:
-    """Update WATCH from poll_command's output; returns the new log lines.
+def apply_inspect(watch: NodeWatch, attrs: dict[str, Any]) -> None:
+    """Update WATCH from the Engine API's inspection of its container (`State`)."""
+    state = attrs.get("State", {})
+    watch.container_id = attrs.get("Id", watch.container_id)
+    watch.state = state.get("Status", watch.state)
+    watch.exit_code = int(state.get("ExitCode", watch.exit_code))
+    watch.oom_killed = bool(state.get("OOMKilled", watch.oom_killed))
 
-    Sample: ``running 0 false\\n::infergate-log::\\nINFO 11-30 04:40:12 [api_server.py] ...``
+
+def apply_event(watch: NodeWatch, event: dict[str, Any]) -> None:
+    """Update WATCH from an Engine API event about its container.
+
+    Sample: ``{"Type": "container", "Action": "die", "Actor": {"ID": "88820cf2...",
+    "Attributes": {"exitCode": "137", "name": "infergate-node2-...", ...}}, ...}``
     """
-    text, _, oom = text.partition(OOM_MARK + "\n")
-    watch.oom_kills = parse_oom_kills(oom) or watch.oom_kills
-    head, _, logs = text.partition(LOG_MARK + "\n")
-    fields = head.split()
-    if fields[:1] == ["missing"] or len(fields) < 3:
-        watch.state = "missing" if watch.started else "not started"
-    else:
-        watch.state, watch.exit_code = fields[0], int(fields[1])
-        watch.oom_killed = fields[2] == "true"
-    # by "\n" only, as `tail -n +N` counts: a progress bar's "\r" (tqdm's shard loading)
-    # split off as lines of their own would make the next poll skip as many real ones
-    new = logs.split("\n")
-    if new[-1] == "":
-        new.pop()
-    watch.lines += new
-    return new
+    actor = event.get("Actor", {})
+    if actor.get("Attributes", {}).get("name") != watch.container:
+        return
+    action = event.get("Action", "")
+    if action == "start":
+        watch.state = "running"
+    elif action == "die":
+        watch.state, watch.exit_code = "exited", int(actor["Attributes"].get("exitCode", 0))
+    elif action == "oom":
+        watch.oom_killed = True
+    elif action == "destroy":
+        watch.state = "missing"
 
 
 def scan(launch: Launch, watch: NodeWatch, node: str, new: list[str], at_s: float) -> list[str]:

@@ -1,0 +1,119 @@
+"""A launch's containers, followed as streams of each node's Docker Engine API: one thread
+per container reading its log as Docker writes it (`GET /containers/ID/logs?follow=1`),
+one per node reading the engine's events for this run's label (start, die with its exit
+code, oom, destroy), all into one queue. The watch wakes on that queue: a container's death
+reaches it within milliseconds, not at the next poll, and nothing is re-read.
+
+Lines are split on "\\n" only, as Docker stores them: a progress bar's "\\r" (tqdm's shard
+loading) stays inside its line. Every stream is closed on `close` (the launch's end,
+whatever ended it); the threads are daemons, so a stream that does not close never holds the
+process. Nothing here reads a line's meaning: watch.py does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from docker import DockerClient
+from docker.models.containers import Container
+
+JOIN_S = 5.0  # for a closed stream's thread to end
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class News:
+    """One thing a node's engine said: a log line of its container, or an event."""
+
+    node: str
+    line: str | None = None
+    event: dict[str, Any] = field(default_factory=dict)
+
+
+def lines_of(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The "\\n"-ended lines of a byte stream cut anywhere (the last one even unended)."""
+    rest = b""
+    for chunk in chunks:
+        *whole, rest = (rest + chunk).split(b"\n")
+        yield from (line.decode(errors="replace") for line in whole)
+    if rest:
+        yield rest.decode(errors="replace")
+
+
+class Streams:
+    """Every stream of one launch, into `queue`."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[News] = queue.Queue()
+        self._open: list[Closable] = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def follow_events(self, node: str, client: DockerClient, label: str) -> None:
+        """The container events on NODE of what carries LABEL (key=value), from now on."""
+        stream = client.events(decode=True, filters={"type": "container", "label": label})
+        self._follow(node, stream, lambda item: News(node, event=item))
+
+    def follow_log(self, node: str, container: Container) -> None:
+        """CONTAINER's whole log, from its first line, then as it is written."""
+        stream = container.logs(stream=True, follow=True)
+        self._follow(node, stream, lambda line: News(node, line=line), lines_of)
+
+    def _follow(
+        self,
+        node: str,
+        stream: Any,  # docker-py's CancellableStream
+        news: Callable[[Any], News],
+        items: Callable[[Any], Iterable[Any]] = iter,
+    ) -> None:
+        with self._lock:
+            if self._closed:  # the launch ended while this stream was opened
+                stream.close()
+                return
+            self._open.append(stream)
+        thread = threading.Thread(target=self._pump, args=(stream, news, items), daemon=True,
+                                  name=f"infergate-stream-{node}")  # fmt: skip
+        self._threads.append(thread)
+        thread.start()
+
+    def _pump(self, stream: Any, news: Callable[[Any], News], items: Callable[..., Any]) -> None:
+        # a stream closed under its reader (the launch's end) ends in an error of its socket
+        with contextlib.suppress(Exception):
+            for item in items(stream):
+                self.queue.put(news(item))
+
+    def wait(self, seconds: float) -> list[News]:
+        """What came, waiting up to SECONDS for the first of it."""
+        try:
+            first = [self.queue.get(timeout=seconds)] if seconds > 0 else []
+        except queue.Empty:
+            first = []
+        return first + self.drain()
+
+    def drain(self) -> list[News]:
+        """What came, without waiting."""
+        found = []
+        while True:
+            try:
+                found.append(self.queue.get_nowait())
+            except queue.Empty:
+                return found
+
+    def close(self) -> None:
+        """Close every stream and let its thread end."""
+        with self._lock:
+            self._closed, streams = True, list(self._open)
+        for stream in streams:
+            with contextlib.suppress(Exception):  # already closed by its engine
+                stream.close()
+        for thread in self._threads:
+            thread.join(JOIN_S)
