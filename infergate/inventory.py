@@ -281,7 +281,7 @@ def is_plan_key(key: str) -> bool:
             model = str
             continue
         name = _INDEX.sub("", part)
-        if not (isinstance(model, type) and is_dataclass(model)) or name not in _keys(model):
+        if not (isinstance(model, type) and is_dataclass(model)) or name not in keys(model):
             return False
         model = get_type_hints(model)[name]
         if name != part:  # nodes[1]: an item of the list
@@ -291,8 +291,10 @@ def is_plan_key(key: str) -> bool:
     return True
 
 
-def _keys(model: type) -> set[str]:
-    return {f.name for f in fields(model) if f.metadata != SET_BY_PARSER}
+def keys(model: type) -> tuple[str, ...]:
+    """The plan keys of one section of the model: its fields, but those SET_BY_PARSER. The
+    parser's Sections accept these and no others, so a field is a key and a key a field."""
+    return tuple(f.name for f in fields(model) if f.metadata != SET_BY_PARSER)
 
 
 PLACEHOLDERS = ("fabric_ip", "fabric_interface", "head_fabric_ip", "node_name", "node_index")
@@ -316,7 +318,7 @@ def parse_inventory(data: object) -> Inventory:
             "all", "this is an Ansible inventory, not a plan: `infergate plan from-ansible "
             "PATH` writes a plan from it"
         )  # fmt: skip
-    top = v.Section(data, v.ROOT, _TOP_KEYS)
+    top = v.Section(data, v.ROOT, keys(Inventory))
     fabric = top.need("fabric", _fabric)
     inventory = Inventory(
         name=top.need("name", v.text),
@@ -346,17 +348,8 @@ def _with_hops(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
     return tuple(replace(n, ssh=replace(n.ssh, hops=hops(n))) for n in nodes)
 
 
-_TOP_KEYS = (
-    "name", "nodes", "fabric", "image", "model", "engine", "thresholds", "allow", "inference",
-)  # fmt: skip
-_NODE_KEYS = ("name", "address", "roles", "ssh", "fabric", "gpus", "env")
-_SSH_KEYS = (
-    "user", "port", "key", "known_hosts", "verify_host_key", "jump", "connection", "config",
-)  # fmt: skip
-
-
 def _node(data: object, path: str, fabric: Fabric) -> Node:
-    s = v.Section(data, path, _NODE_KEYS)
+    s = v.Section(data, path, keys(Node))
     return Node(
         name=s.need("name", v.NODE_NAME),
         address=s.need("address", v.host),
@@ -386,7 +379,7 @@ def _roles(data: object, path: str) -> frozenset[str]:
 
 
 def _ssh(data: object, path: str) -> Ssh:
-    s = v.Section(data, path, _SSH_KEYS)
+    s = v.Section(data, path, keys(Ssh))
     return Ssh(
         user=s.get("user", w.user_name, "root"),
         port=s.get("port", v.PORT, 22),
@@ -400,7 +393,7 @@ def _ssh(data: object, path: str) -> Ssh:
 
 
 def _node_fabric(data: object, path: str, default_interface: str) -> NodeFabric:
-    s = v.Section(data, path, ("address", "interface", "hcas"))
+    s = v.Section(data, path, keys(NodeFabric))
     return NodeFabric(
         address=s.need("address", v.ipv4_interface),
         interface=s.get("interface", v.IFNAME, default_interface),
@@ -409,7 +402,7 @@ def _node_fabric(data: object, path: str, default_interface: str) -> NodeFabric:
 
 
 def _fabric(data: object, path: str) -> Fabric:
-    s = v.Section(data, path, ("interface", "subnet", "mtu"))
+    s = v.Section(data, path, keys(Fabric))
     return Fabric(
         interface=s.need("interface", v.IFNAME),
         subnet=s.need("subnet", v.ipv4_network),
@@ -418,12 +411,12 @@ def _fabric(data: object, path: str) -> Fabric:
 
 
 def _image(data: object, path: str) -> Image:
-    s = v.Section(data, path, ("ref", "id"))
+    s = v.Section(data, path, keys(Image))
     return Image(ref=s.need("ref", w.image_ref), id=s.maybe("id", _IMAGE_ID))
 
 
 def _model(data: object, path: str) -> Model:
-    s = v.Section(data, path, ("path", "served_name", "size_gib", "manifest"))
+    s = v.Section(data, path, keys(Model))
     return Model(
         path=s.need("path", _absolute_path),
         served_name=s.need("served_name", v.argument),
@@ -441,14 +434,8 @@ def _absolute_path(data: object, path: str) -> str:
     return found
 
 
-_ENGINE_KEYS = (
-    "kind", "tensor_parallel", "pipeline_parallel", "dist_init_addr", "dist_init_port",
-    "api_port", "flags", "env", "docker_args", "secret_env",
-)  # fmt: skip
-
-
 def _engine(data: object, path: str) -> Engine:
-    s = v.Section(data, path, _ENGINE_KEYS)
+    s = v.Section(data, path, keys(Engine))
     return Engine(
         kind=cast(EngineKind, s.need("kind", v.choice(ENGINE_KINDS))),
         tensor_parallel=s.get("tensor_parallel", v.int_in(1, 4096), 1),
@@ -485,13 +472,13 @@ _THRESHOLD_BOUNDS: dict[str, v.Reader[float]] = {
 
 def _thresholds(data: object, path: str) -> Thresholds:
     """Each threshold within its bounds; an absent (or null) one keeps its default."""
-    s = v.Section(data, path, tuple(_THRESHOLD_BOUNDS))
-    found = {key: s.maybe(key, reader) for key, reader in _THRESHOLD_BOUNDS.items()}
+    s = v.Section(data, path, keys(Thresholds))
+    found = {key: s.maybe(key, _THRESHOLD_BOUNDS[key]) for key in s.known}
     return Thresholds(**{k: value for k, value in found.items() if value is not None})
 
 
 def _allow(data: object, path: str) -> Allow:
-    s = v.Section(data, path, ("containers", "gpu_processes"))
+    s = v.Section(data, path, keys(Allow))
     return Allow(
         containers=s.get("containers", v.list_of(v.text), ()),
         gpu_processes=s.get("gpu_processes", v.list_of(v.text), ()),
@@ -499,15 +486,10 @@ def _allow(data: object, path: str) -> Allow:
 
 
 _TOKENS = v.int_in(1, 1_048_576)
-_INFERENCE_KEYS = (
-    "concurrency", "requests_per_level", "max_tokens", "prompt", "warmup_requests",
-    "min_output_tokens_per_s", "max_ttft_ms", "baseline", "baseline_tolerance", "thinking",
-    "probes",
-)  # fmt: skip
 
 
 def _inference(data: object, path: str) -> Inference:
-    s = v.Section(data, path, _INFERENCE_KEYS)
+    s = v.Section(data, path, keys(Inference))
     d = Inference()
     concurrency = s.get("concurrency", _levels, d.concurrency)
     requests = s.get("requests_per_level", v.int_in(1, 100_000), d.requests_per_level)
@@ -552,7 +534,7 @@ def _levels(data: object, path: str) -> tuple[int, ...]:
 
 
 def _probe(data: object, path: str) -> Probe:
-    s = v.Section(data, path, ("prompt", "expect", "max_tokens"))
+    s = v.Section(data, path, keys(Probe))
     return Probe(
         prompt=s.need("prompt", v.prose),
         expect=s.need("expect", _regex),

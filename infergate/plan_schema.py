@@ -1,11 +1,13 @@
 """The plan's JSON Schema and its key reference, both read off the parser itself.
 
-The parser is the one list of keys: plan_schema parses a probe plan that opens every section
-while _validate.READS is set, and so learns each section's keys, which are required, and the
-reader of each; a reader's bounds, choices and pattern are in _validate.SCHEMAS, its type in its
-return annotation, a key's description in the comment beside its field in inventory.py, and its
-default in what the parser made of the probe where the key was left out. A key added to the
-parser is in the schema and in docs/plan-keys.md the next time they are generated.
+The model's fields are the one list of keys (inventory.keys), which the parser's sections
+accept: plan_schema parses a probe plan that opens every section while _validate.READS is
+set, and so learns each section's keys, which are required, and the reader of each; a
+reader's bounds, choices and pattern are in _validate.SCHEMAS, its type in its return
+annotation, a key's description in the comment beside its field in inventory.py, and its
+default in what the parser made of the probe where the key was left out. A field added to
+the model and read by the parser is in the schema and in docs/plan-keys.md the next time
+they are generated.
 """
 
 from __future__ import annotations
