@@ -74,6 +74,7 @@ def test_mtu_mismatch_names_only_the_odd_node():
     problems = check_mtu_parity(mtus, planned=1500)
     assert list(problems) == ["node2"]
     assert problems["node2"][0].found == "MTU 1400"
+    assert problems["node2"][0].planned == "MTU 1500 (fabric.mtu)"
     named = check_mtu_parity(mtus, 1500, {"node1": "fab0", "node2": "fab0"})  # inventories/lab
     assert named["node2"][0].remedy.startswith("`sudo ip link set fab0 mtu 1500` on node2")
 
@@ -81,7 +82,7 @@ def test_mtu_mismatch_names_only_the_odd_node():
 def test_mtu_without_a_plan_takes_the_majority():
     problems = check_mtu_parity({"a": 9000, "b": 9000, "c": 1500}, planned=None)
     assert list(problems) == ["c"]
-    assert problems["c"][0].planned == "MTU 9000 (the other nodes)"
+    assert problems["c"][0].planned == "MTU 9000 (the other nodes; fabric.mtu unset)"
 
 
 def test_pings_answered_on_a_healthy_fabric():

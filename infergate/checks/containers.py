@@ -14,10 +14,12 @@ from fnmatch import fnmatchcase
 
 from infergate.checks.inimage import PROBE_LABEL
 from infergate.checks.memory import gib
+from infergate.inventory import plan_key
 from infergate.problems import Problem
 
 RUN_LABEL = "infergate.run"  # the label on every container a deploy of this suite starts
 PLAN_LABEL = "infergate.plan"  # the inventory's name, to find a kept deployment again
+ALLOW_KEY = plan_key("allow.containers")
 
 
 @dataclass(frozen=True)
@@ -90,12 +92,11 @@ def _holding(c: Container, memory: dict[str, int]) -> str:
 def _foreign(c: Container, memory: dict[str, int], allowed: tuple[str, ...]) -> Problem:
     return Problem(
         found=f"container {c.name} (image {c.image}, {c.status}{_holding(c, memory)}) running",
-        planned="no containers beside the engine's (allow.containers: "
+        planned=f"no containers beside the engine's ({ALLOW_KEY}: "
         + (", ".join(allowed) or "none")
         + ")",
         remedy=f"check what it serves (`{shlex.join(['docker', 'inspect', c.name])}`), then "
-        f"`{shlex.join(['docker', 'stop', c.name])}`; or add its name to allow.containers in "
-        "the plan",
+        f"`{shlex.join(['docker', 'stop', c.name])}`; or add its name to {ALLOW_KEY}",
     )
 
 

@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface
 
+from infergate.inventory import plan_key
 from infergate.problems import Problem
+
+MTU_KEY = plan_key("fabric.mtu")
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def check_mtu_parity(
     GitHub tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark#38).
     """
     expected = planned if planned is not None else Counter(mtus.values()).most_common(1)[0][0]
-    basis = "the plan" if planned is not None else "the other nodes"
+    basis = MTU_KEY if planned is not None else f"the other nodes; {MTU_KEY} unset"
     return {
         node: [
             Problem(

@@ -10,7 +10,10 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from infergate.inventory import plan_key
 from infergate.problems import Problem
+
+API_KEY, DIST_INIT_KEY = plan_key("engine.api_port"), plan_key("engine.dist_init_port")
 
 MARKER = "infergate-listener"
 
@@ -92,7 +95,7 @@ def check_listener(listener: Listener, port: int) -> list[Problem]:
             found=f"cannot listen on TCP {port}: {listener.error or '(no answer)'}",
             planned=f"TCP {port} free for the engine's dist-init rendezvous",
             remedy=f"`ss -ltnp 'sport = :{port}'` shows who holds it: stop that process, "
-            "or change engine.dist_init_port in the inventory",
+            f"or change {DIST_INIT_KEY} in the plan",
         )
     ]
 
@@ -149,7 +152,7 @@ def check_ports_free(listening: list[Listening], planned: dict[int, str]) -> lis
 
 
 _USER = re.compile(r'\("([^"]+)",pid=(\d+)')
-_MOVE = "or move the port in the inventory (engine.api_port / engine.dist_init_port)"
+_MOVE = f"or move the port in the plan ({API_KEY} / {DIST_INIT_KEY})"
 
 
 def _free_port(s: Listening) -> str:
