@@ -2,7 +2,7 @@
 
 Each accepts only its own grammar, so that a value can never become an option (`-` first),
 a second config line (a newline) or a second command: an image ref of `--privileged` became
-`docker run --privileged`, a newline in ssh.key added a ProxyCommand that ran as root.
+`docker run --privileged`, a newline in nodes[].ssh.key added a ProxyCommand that ran as root.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def ssh_path(value: object, path: str) -> str:
 
 
 def ssh_include(value: object, path: str) -> str | None:
-    """ssh.config: the user's ssh_config file to Include, or None for `none`, false, null or
+    """nodes[].ssh.config: the user's ssh_config file to Include, or None for `none`, false, null or
     empty (then only the plan's settings and ssh's built-in defaults apply)."""
     if value is None or value is False or value in ("", "none"):
         return None
@@ -66,7 +66,7 @@ def ssh_include(value: object, path: str) -> str | None:
 
 
 def jump(value: object, path: str) -> str:
-    """ssh.jump: a node of this plan (checked with the whole plan) or [user@]host[:port]."""
+    """nodes[].ssh.jump: a node of this plan (checked with the whole plan) or [user@]host[:port]."""
     found = text(value, path)
     if NODE_NAME_RE.fullmatch(found):
         return found
