@@ -1,7 +1,8 @@
 """A hung node cannot hang the run, for real in the lab: on node2 a process that the node's
 `timeout` cannot end keeps the ssh session's stdout open (as a process in state D on a hung
 NFS mount does), over the lab's real sshd. node2 is named at its local deadline, node1 is
-read all the same, and the next command to node2 fails at once."""
+read all the same, and the next command to node2 fails at once. A command that the node's
+`timeout` does end is a named timeout instead, and the node keeps answering."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ import pytest
 import yaml
 
 from infergate.fixtures.facts import on_every_node
-from infergate.fixtures.hosts import KILL_AFTER_S, SSH_GRACE_S, NodeHung, Remote, ssh_config
+from infergate.fixtures.hosts import (
+    KILL_AFTER_S,
+    SSH_GRACE_S,
+    NodeHung,
+    NodeTimedOut,
+    Remote,
+    ssh_config,
+)
 from infergate.inventory import parse_inventory
 from infergate_lab import Lab
 from selftest.suite import run_suite
@@ -58,6 +66,24 @@ def test_hung_node_is_named_at_its_deadline_and_the_other_is_read(remotes):
         remotes["node2"].run("true")
     assert time.monotonic() - start < 0.1, "the second command to node2 waited again"
     assert remotes["node1"].run("hostname").stdout == "node1\n"
+
+
+def test_a_slow_command_is_named_a_timeout_and_the_node_still_answers(lab):
+    """Over the lab's real sshd: a command the node's `timeout` ends (exit 124 through ssh) is
+    a timeout with the plan key that sets its deadline, not partial output, and unlike a hung
+    node the next command to it runs."""
+    plan = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
+    with tempfile.TemporaryDirectory(prefix="ig-slow-") as tmp:  # short: a socket path
+        config = Path(tmp, "ssh_config")
+        config.write_text(ssh_config(plan, Path(tmp), persist_s=1))
+        node2 = Remote(plan.nodes[1], config, COMMAND_S, CONNECT_S)
+        with pytest.raises(NodeTimedOut) as ended:
+            node2.read("hostname; sleep 30", "the slow read")
+        assert node2.read("hostname", "the next read").stdout == "node2\n"
+    assert str(ended.value).startswith(
+        f"node2 (10.251.0.12): the slow read ran past its {COMMAND_S} s "
+        "(thresholds.command_timeout_s) and was ended (exit 124): what it printed is partial"
+    )
 
 
 # Every command on node2 hangs: its shell's start-up file leaves a process holding the
