@@ -1,6 +1,7 @@
 """The in-image probe's sections, recorded from the probe script run for real on a 2xH200
 host (selftest/data/README.md), and the judges over them."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -11,16 +12,20 @@ from infergate.checks.cuda import parse_cuda_init
 from infergate.checks.inimage import (
     CACHED,
     OTHER_ENGINE_FLAGS,
+    SCRIPT,
     body,
+    cache_lookup_command,
     cache_write_command,
     check_all_reduce,
     check_flags,
     check_model_supported,
     check_nccl_conf,
     expected_transport,
+    facts_cache_section,
     image_cuda_version,
-    in_image_command,
     nccl_allreduce,
+    parse_cache_lookup,
+    probe_command,
 )
 from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
 from infergate.checks.probe import Section, parse_sections
@@ -136,26 +141,45 @@ def test_expected_transport_follows_the_plan(plan, transport):
     assert expected_transport(inventory) == transport
 
 
-def test_probe_command_keeps_an_ngc_entrypoint_and_labels_the_container():
+def test_probe_command_sets_the_rendezvous_in_its_own_env_and_says_which_facts_to_read():
     args = ["vllm", "/m", "0", "2", "60", "--max-model-len", "1024"]
+    master = {"MASTER_PORT": "29500", "MASTER_ADDR": "10.0.0.1"}
+    command = probe_command(args, master, "cached")
+    assert command[:5] == ["env", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500", "python3", "-c"]
+    assert command[5] == SCRIPT
+    assert command[6:] == ["vllm", "/m", "0", "2", "60", "cached", "--max-model-len", "1024"]
+
+
+def lookup(spec: ContainerSpec, image_id: str, home: Path, reuse: bool = True):
+    args = ["vllm", str(home / "m"), "0", "2", "60", "--max-model-len", "1024"]
+    command = cache_lookup_command(spec, image_id, args, reuse)
+    done = subprocess.run(["sh", "-c", command], env={"HOME": str(home)}, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return parse_cache_lookup(done.stdout)
+
+
+def test_the_cache_is_keyed_by_image_config_and_plan_and_read_back_on_a_hit(tmp_path):
     spec = ContainerSpec("img:1", True, False, ("/m",), (("A", "b c"),), ())
-    master = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
-    command = in_image_command(spec, args, master, "run42")
-    assert "*nvidia_entrypoint*|null|" in command
-    assert (
-        "docker run --rm --label infergate.preflight=run42 --pull=never --network host "
-        "--ipc host --gpus all -v /m:/m:ro --env-file /dev/stdin $ep img:1 "
-        "env MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 python3 -c" in command
-    )
-    # a cache hit runs the probe without the engine's facts; a miss runs it whole
-    assert 'if [ -s "$cache" ]; then hit=true facts=cached; else hit=false facts=fresh' in command
-    assert ' 0 2 60 "$facts" --max-model-len 1024' in command
-    # one inspect gives the key its image ID and the entrypoint choice its entrypoint
-    assert command.count("docker image inspect") == 1
-    assert 'echo "${meta%% *}"' in command
-    assert 'case "${meta#* }" in' in command
-    fresh_only = in_image_command(spec, args, master, "run42", reuse=False)
-    assert "if false; then hit=true facts=cached" in fresh_only
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    key, hit, cached = lookup(spec, "sha256:" + "1f" * 32, tmp_path)
+    assert re.fullmatch("[0-9a-f]{32}", key)
+    assert (hit, cached) == (False, "")
+    sections = {name: Section(0, f'{{"{name}": "read in the image"}}') for name in CACHED}
+    written = parse_sections(facts_cache_section(key, False))
+    store = cache_write_command({**sections, **written})
+    assert store is not None
+    subprocess.run(["sh", "-c", store], env={"HOME": str(tmp_path)}, check=True)
+    again, hit, cached = lookup(spec, "sha256:" + "1f" * 32, tmp_path)
+    assert (again, hit) == (key, True)
+    assert parse_sections(cached) == sections
+    assert lookup(spec, "sha256:" + "1f" * 32, tmp_path, reuse=False)[1:] == (False, "")
+    # another image, another config.json or other container options: another entry
+    assert lookup(spec, "sha256:" + "2e" * 32, tmp_path)[:2] != (key, True)
+    other = ContainerSpec("img:1", True, False, ("/m",), (("A", "b c"),), ("--shm-size", "8g"))
+    assert lookup(other, "sha256:" + "1f" * 32, tmp_path)[:2] != (key, True)
+    (tmp_path / "m" / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"]}')
+    assert lookup(spec, "sha256:" + "1f" * 32, tmp_path)[:2] != (key, True)
 
 
 def _fresh_run(key: str = "0123456789abcdef0123456789abcdef", rc: int = 0) -> dict:

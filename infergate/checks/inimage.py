@@ -2,16 +2,19 @@
 
 The container is the engine's own (docker_cli.engine_container: GPUs, RDMA devices and
 memlock, host network and IPC, the model, the plan's env, engine.docker_args, the image by
-ID, never pulled); only its command and a label naming this run, so that clean-up removes
-exactly it, differ. Its sections say what the image's own software makes of the plan:
-versions, the model's architecture, the planned flags, a stray /etc/nccl.conf, what the
-container was given (mounts, limits), and the rendezvous all-reduce across the nodes.
+ID, never pulled), made through the node's Engine API (infergate.docker_api); only its
+command, its name and a label naming this run, so that clean-up removes exactly it, differ.
+Its sections say what the image's own software makes of the plan: versions, the model's
+architecture, the planned flags, a stray /etc/nccl.conf, what the container was given
+(mounts, limits), and the rendezvous all-reduce across the nodes.
 
 The facts that import the engine (about 2 s beyond the import itself on the lab) depend on
 nothing but the image, the model's config.json and the plan; each node caches them under
 ~/.cache/infergate/in-image/, keyed by the image ID, config.json, the plan's engine kind,
 model path, flags and container options, and this probe's own text. A hit runs the
-container for the CUDA init and the rendezvous only, which the host's state decides.
+container for the CUDA init and the rendezvous only, which the host's state decides. The
+cache is read and written by the node's shell (one round trip each), the container run
+through the API.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from infergate.checks.nccl import (
     parse_torchrun_log,
 )
 from infergate.checks.probe import Section
-from infergate.docker_cli import ContainerSpec, docker_run, keep_ngc_entrypoint, remove_labelled
+from infergate.docker_cli import ContainerSpec
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
@@ -63,44 +66,49 @@ CACHE_DIR = '"$HOME/.cache/infergate/in-image"'
 CACHED = ("versions", "model-config", "registry", "flags")  # what a cache hit skips
 
 
-def in_image_command(
-    spec: ContainerSpec,
-    args: list[str],
-    master: dict[str, str],
-    label: str,
-    reuse: bool = True,
-) -> str:
-    """`docker run --rm` of the probe script in SPEC's container: the engine's own, as the
-    launch runs it (docker_cli.engine_container). Only its command differs: MASTER (the
-    rendezvous's MASTER_ADDR and MASTER_PORT) is set by `env` in the command, not with `-e`.
-
-    args: kind, model path, rank, world, deadline, then the planned flags. With REUSE the
-    node's cached facts for this image, config.json and plan stand in for a fresh read; the
-    output ends with a `facts-cache` section (its key, hit or not) and, on a hit, the cached
-    sections, so the image's own output (an NGC banner) still comes first."""
-    own = ["--rm", "--label", f"{PROBE_LABEL}={label}"]
+def probe_command(args: list[str], master: dict[str, str], facts: str) -> list[str]:
+    """The probe container's command: scripts/in_image.py with ARGS (kind, model path, rank,
+    world, deadline, then the planned flags), FACTS `fresh` or `cached` (a hit skips the
+    engine's facts). MASTER (the rendezvous's MASTER_ADDR and MASTER_PORT) is set by `env`
+    in the command, not in the container's environment: the container is the launch's own
+    (docker_cli.engine_container), its command alone differs."""
     kind, model, rank, world, deadline, *flags = args
     rendezvous = [f"{key}={value}" for key, value in sorted(master.items())]
-    probe = ["env", *rendezvous, "python3", "-c", SCRIPT, kind, model, rank, world, deadline]
-    plan = json.dumps([SCRIPT, kind, model, flags, spec.options()])
-    # one inspect gives both the image ID (for the key) and its entrypoint
-    inspect = "docker image inspect --format '{{.Id}} {{json .Config.Entrypoint}}'"
+    script = [SCRIPT, kind, model, rank, world, deadline, facts, *flags]
+    return ["env", *rendezvous, "python3", "-c", *script]
+
+
+def cache_lookup_command(spec: ContainerSpec, image_id: str, args: list[str], reuse: bool) -> str:
+    """The node's shell command that names the cache entry of this probe and, with REUSE,
+    prints it when there is one: a first line `KEY true|false`, then the cached sections.
+
+    The key covers the image ID (from the Engine API), the model's config.json as the node
+    has it, and the plan's engine kind, model path, flags and container options, and this
+    probe's own text: the facts that import the engine depend on nothing else."""
+    kind, model, _rank, _world, _deadline, *flags = args
+    options = [spec.gpus, spec.rdma, list(spec.mounts), list(spec.docker_args)]
+    plan = _sha256(json.dumps([SCRIPT, kind, model, flags, options]))
     config = shlex.quote(f"{model}/config.json")
     hit = '[ -s "$cache" ]' if reuse else "false"
-    said = r"""printf '\n@@@ facts-cache 0\n{"key": "%s", "hit": %s}\n' "$key" "$hit" """
     return "\n".join([
-        f"meta=$({inspect} {shlex.quote(spec.image)} 2>/dev/null)",
-        keep_ngc_entrypoint('"${meta#* }"'),
-        f'key=$({{ echo "${{meta%% *}}"; cat {config} 2>/dev/null; echo {_sha256(plan)}; }} '
+        f"key=$({{ echo {shlex.quote(image_id)}; cat {config} 2>/dev/null; echo {plan}; }} "
         "| sha256sum | cut -c1-32)",
         f"cache={CACHE_DIR}/$key",
-        f"if {hit}; then hit=true facts=cached; else hit=false facts=fresh; fi",
-        f'{docker_run(spec, own, probe)} "$facts" {shlex.join(flags)}',
-        "rc=$?",
-        said.strip(),
-        '[ "$hit" = false ] || cat "$cache"',
-        "exit $rc",
+        f'if {hit}; then echo "$key true"; cat "$cache"; else echo "$key false"; fi',
     ])  # fmt: skip
+
+
+def parse_cache_lookup(stdout: str) -> tuple[str, bool, str]:
+    """(key, hit, the cached sections' text) from cache_lookup_command's output, e.g.
+    ``0123...cdef false``, or on a hit that line and the stored sections after it."""
+    first, _, cached = stdout.partition("\n")
+    key, _, hit = first.strip().partition(" ")
+    return key, hit == "true", cached if hit == "true" else ""
+
+
+def facts_cache_section(key: str, hit: bool) -> str:
+    """The `facts-cache` section that follows the probe's own output: its key, hit or not."""
+    return f"\n@@@ facts-cache 0\n{json.dumps({'key': key, 'hit': hit})}\n"
 
 
 def _sha256(text: str) -> str:
@@ -122,11 +130,6 @@ def cache_write_command(sections: dict[str, Section]) -> str | None:
         f"mkdir -p {CACHE_DIR} && printf %s {shlex.quote(text)} > {tmp} "
         f"&& mv {tmp} {CACHE_DIR}/{key}"
     )
-
-
-def cleanup_command(label: str) -> str:
-    """Remove this run's probe containers only (a Ctrl-C can leave one behind)."""
-    return remove_labelled(f"{PROBE_LABEL}={label}")
 
 
 def body(section: Section | None) -> dict[str, Any]:
