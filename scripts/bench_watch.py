@@ -53,8 +53,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "inventories" / "lab-moe-tp2.yaml"
 IMAGE = "infergate-lab/vllm-cpu:0.32.0"
 LABEL = "infergate.bench"
-TALKER = "import time\nwhile True:\n    print('INFO loading shard', time.time(), flush=True)\n" + (
-    "    time.sleep(0.1)"
+# a loading engine's log: a line every 1/RATE s (vLLM logs a few a second while it starts,
+# then little while it loads; tqdm's bars are one line each)
+TALKER = "import sys, time\nwhile True:\n    print('INFO loading', time.time(), flush=True)\n" + (
+    "    time.sleep(1 / float(sys.argv[1]))"
 )
 POLL_S = 1.0  # the old watch's period
 SSH_S = 30.0
@@ -167,23 +169,27 @@ def masters(config: Path, nodes: list[Node]) -> list[int]:
     return pids
 
 
-def cpu_s(master_pids: list[int]) -> float:
+def cpu_s(master_pids: list[int]) -> tuple[float, float, float]:
+    """CPU seconds so far: this process's, its children's (the ssh clients), the masters'."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    masters = 0.0
     for pid in master_pids:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+        masters += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, masters
 
 
-def start_talkers(engines: dict[str, DockerClient], bench: str) -> dict[str, tuple[str, str]]:
-    """One talking container per node: its name and ID."""
+def start_talkers(
+    engines: dict[str, DockerClient], bench: str, rate: float = 1.0
+) -> dict[str, tuple[str, str]]:
+    """One talking container per node, RATE lines a second: its name and ID."""
     started = {}
     for node, engine in engines.items():
         name = f"infergate-bench-{node}-{bench}"
-        container = engine.containers.create(IMAGE, entrypoint=["python3", "-c", TALKER],
-                                             name=name, labels={LABEL: bench})  # fmt: skip
+        command = ["python3", "-c", TALKER, str(rate)]
+        container = engine.containers.create(IMAGE, entrypoint=command, name=name,
+                                             labels={LABEL: bench})  # fmt: skip
         container.start()
         started[node] = (name, container.id or "")
     return started
@@ -195,7 +201,10 @@ def remove_bench(engines: dict[str, DockerClient], bench: str) -> None:
             c.remove(force=True)
 
 
-def cpu_per_node_minute(watch: PollWatch | StreamWatch, seconds: float, pids: list[int]) -> float:
+def cpu_per_node_minute(
+    watch: PollWatch | StreamWatch, seconds: float, pids: list[int]
+) -> tuple[float, ...]:
+    """CPU seconds per node per minute while WATCH runs: in all, and as cpu_s splits it."""
     until, seen = threading.Event(), {}
     before = cpu_s(pids)
     thread = threading.Thread(target=watch.run, args=(until, seen))
@@ -203,7 +212,24 @@ def cpu_per_node_minute(watch: PollWatch | StreamWatch, seconds: float, pids: li
     time.sleep(seconds)
     until.set()
     thread.join()
-    return (cpu_s(pids) - before) / len(watch.watches) / (seconds / 60)
+    after, per = cpu_s(pids), len(watch.watches) * seconds / 60
+    parts = [(b - a) / per for a, b in zip(before, after, strict=True)]
+    return (sum(parts), *parts)
+
+
+def cpu_both(
+    config: Path, nodes: list[Node], engines: dict[str, DockerClient], seconds: float, rate: float
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(poll, streams) CPU per node per minute, watching talkers of RATE lines a second."""
+    pids = masters(config, nodes)
+    bench = secrets.token_hex(6)
+    try:
+        started = start_talkers(engines, bench, rate)
+        names = {n: s[0] for n, s in started.items()}
+        poll = cpu_per_node_minute(PollWatch(config, nodes, started), seconds, pids)
+        return poll, cpu_per_node_minute(StreamWatch(engines, bench, names), seconds, pids)
+    finally:
+        remove_bench(engines, bench)
 
 
 def death_to_seen(
@@ -250,37 +276,35 @@ def lab_engines(inventory: Inventory, config: Path) -> Iterator[dict[str, Docker
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=1.0, help="per watch, for the CPU")
+    parser.add_argument("--rates", type=float, nargs="+", default=[1.0, 10.0],
+                        help="log lines a second of each node's container")  # fmt: skip
     parser.add_argument("--kills", type=int, default=5)
     args = parser.parse_args()
     inventory = load_plan(PLAN)
     config = plan_ssh_config(inventory, PLAN)
     with lab_engines(inventory, config) as engines:
-        pids = masters(config, inventory.nodes)
-        bench = secrets.token_hex(6)
-        try:
-            started = start_talkers(engines, bench)
-            names = {n: s[0] for n, s in started.items()}
-            seconds = args.minutes * 60
-            poll_cpu = cpu_per_node_minute(PollWatch(config, inventory.nodes, started), seconds,
-                                           pids)  # fmt: skip
-            stream_cpu = cpu_per_node_minute(StreamWatch(engines, bench, names), seconds, pids)
-        finally:
-            remove_bench(engines, bench)
+        cpu = {r: cpu_both(config, inventory.nodes, engines, args.minutes * 60, r)
+               for r in args.rates}  # fmt: skip
         victim = inventory.nodes[-1]  # a worker
-        deaths = [
-            death_to_seen(config, inventory.nodes, engines, victim) for _ in range(args.kills)
-        ]
+        deaths = [death_to_seen(config, inventory.nodes, engines, victim)
+                  for _ in range(args.kills)]  # fmt: skip
+    print(f"(a) controller CPU while watching {len(inventory.nodes)} nodes, s per node per "
+          f"minute ({args.minutes:g} min each; in all = this process + ssh clients + SSH "
+          "masters):")  # fmt: skip
+    for rate, (poll, stream) in cpu.items():
+        print(f"    {rate:g} log line(s)/s per node: poll {_cpu(poll)}, streams {_cpu(stream)}: "
+              f"{poll[0] / stream[0]:.1f}x less")  # fmt: skip
     poll_s = statistics.median(d[0] for d in deaths)
     stream_s = statistics.median(d[1] for d in deaths)
-    print(f"(a) controller CPU while watching, s per node per minute ({args.minutes:g} min each, "
-          f"{len(inventory.nodes)} nodes, 10 log lines/s per node): poll {poll_cpu:.3f}, "
-          f"streams {stream_cpu:.3f}: {poll_cpu / stream_cpu:.1f}x less")  # fmt: skip
     print(f"(b) a worker container's death (docker kill on {victim.name}) to the watch seeing "
           f"it, median of {args.kills}: poll {poll_s:.3f} s, streams {stream_s:.3f} s: "
           f"{poll_s / max(stream_s, 1e-3):.0f}x sooner")  # fmt: skip
-    print(
-        "    each kill (poll s, streams s): " + ", ".join(f"({p:.3f}, {s:.3f})" for p, s in deaths)
-    )
+    each = ", ".join(f"({p:.3f}, {s:.3f})" for p, s in deaths)
+    print(f"    each kill (poll s, streams s): {each}")
+
+
+def _cpu(parts: tuple[float, ...]) -> str:
+    return "{:.3f} ({:.3f} + {:.3f} + {:.3f})".format(*parts)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ from infergate.deploy.watch import (
     parse_oom_kills,
     scan,
 )  # fmt: skip
+from infergate.docker_api import EngineUnreachable
 from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
 from infergate.secrets import private_dir, write_private
@@ -148,7 +149,7 @@ class Deployment:
         self.head = next(iter(launch.containers), "")
         self.started_at = time.monotonic()
         self.ready_processes: dict[str, list[Process]] = {}
-        self.engines = dict(engines or {})
+        self.engines: Mapping[str, DockerClient] = engines or {}
         self.streams = Streams()
         self._news: list[News] = []
         self._pool = ThreadPoolExecutor(max(1, len(nodes)))
@@ -187,8 +188,8 @@ class Deployment:
         if any(isinstance(s, Start) for s in steps):
             self.refuse_taken()
             label = f"{RUN_LABEL}={self.launch.run_id}"
-            for node, engine in self.engines.items():  # before the first start: none missed
-                self.streams.follow_events(node, engine, label)
+            for node in self.launch.containers:  # before the first start: none missed
+                self.streams.follow_events(node, self._engine(node), label)
         self.touched = True
         for step in steps:
             if isinstance(step, Start | Exec):
@@ -252,9 +253,17 @@ class Deployment:
 
     def _follow(self, node: str, container_id: str) -> None:
         """Follow the container `docker run -d` started (its ID, last of what it printed)."""
-        container = self.engines[node].containers.get(container_id)
+        container = self._engine(node).containers.get(container_id)
         apply_inspect(self.watches[node], container.attrs)
         self.streams.follow_log(node, container)
+
+    def _engine(self, node: str) -> DockerClient:
+        """NODE's Docker Engine API; one that cannot be reached ends the launch, named."""
+        try:
+            return self.engines[node]
+        except EngineUnreachable as e:
+            heading = f"launch of {self.launch.engine} (run {self.launch.run_id}) failed"
+            raise LaunchFailed(self.hide(f"{heading} after {self.elapsed():.1f} s: {e}")) from None
 
     def wait_for_news(self, seconds: float) -> None:
         """Between two looks of a gate: until a node says something, or SECONDS passed."""
