@@ -89,14 +89,14 @@ def node_engine(
         shutil.rmtree(private, ignore_errors=True)
 
 
-def local_engine(docker_host: str) -> docker.DockerClient:
+def local_engine(docker_host: str, timeout_s: float = API_TIMEOUT.seconds) -> docker.DockerClient:
     """A client of the engine at DOCKER_HOST (`unix:///...`, `tcp://host:port`), e.g. a lab
-    node's own socket. Its first call asks the engine's API version and speaks that, so an
-    older engine (Docker 20.10 speaks 1.41) is not sent a newer request; an engine that does
-    not answer raises DockerException here."""
-    return docker.DockerClient(
-        base_url=docker_host, version="auto", timeout=int(API_TIMEOUT.seconds)
-    )
+    node's own socket; TIMEOUT_S bounds each call's wait for the engine's answer. Its first
+    call asks the engine's API version and speaks that, so an older engine (Docker 20.10
+    speaks 1.41) is not sent a newer request; an engine that does not answer raises
+    DockerException here."""
+    # whole seconds, as the stubs type it (requests takes any number)
+    return docker.DockerClient(base_url=docker_host, version="auto", timeout=max(1, int(timeout_s)))
 
 
 def create_container(

@@ -7,17 +7,27 @@ the same engine ID). --bridge=none and no iptables: containers use --network hos
 node's namespace, and no engine touches the host's firewall. Storage: overlay2 when the
 kernel has overlayfs (it works on this ext4 root, also nested in the node's mount
 namespace), else vfs (slow, copies every layer, but works on any file system).
+
+The lab reads and drives its engines through the Engine API on their local sockets
+(infergate.docker_api.local_engine), the client the suite uses over SSH. `docker()`, the
+CLI, remains for the faults that tag, remove and run by the CLI's words (faults.py,
+faults_plan.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shutil
-import socket
 import tarfile
 from pathlib import Path
 
+import docker as docker_py
+import requests
+from docker.errors import DockerException, ImageNotFound
+
+from infergate.docker_api import local_engine
 from infergate_lab import layout as L
 from infergate_lab.layout import NodeSpec
 from infergate_lab.shell import LabError, run
@@ -78,15 +88,17 @@ def dockerd_argv(
     ]
 
 
+def engine(spec: NodeSpec, timeout_s: float = 60) -> docker_py.DockerClient:
+    """The node's engine, on its local socket; TIMEOUT_S bounds each call's wait."""
+    return local_engine(spec.docker_host, timeout_s)
+
+
 def answers(spec: NodeSpec, timeout: float = 1.0) -> bool:
-    """The engine answers its API's /_ping on the node's socket."""
+    """The engine answers its API (its version, then /_ping) on the node's socket."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(str(spec.docker_sock))
-            s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-            return b" 200 " in s.recv(64).split(b"\r\n")[0]
-    except OSError:
+        with contextlib.closing(engine(spec, timeout)) as client:
+            return bool(client.ping())
+    except (DockerException, requests.RequestException):
         return False
 
 
@@ -96,8 +108,12 @@ def docker(spec: NodeSpec, *args: str, timeout: float = 60, stdin: bytes | None 
 
 
 def image_present(spec: NodeSpec, ref: str = LAB_IMAGE) -> bool:
-    argv = ["docker", "-H", spec.docker_host, "image", "inspect", ref]
-    return run(argv, timeout=30, check=False).returncode == 0
+    with contextlib.closing(engine(spec)) as client:
+        try:
+            client.images.get(ref)
+        except ImageNotFound:
+            return False
+        return True
 
 
 def busybox_rootfs() -> bytes:
@@ -119,5 +135,9 @@ def busybox_rootfs() -> bytes:
 
 def make_image(spec: NodeSpec, ref: str = LAB_IMAGE) -> str:
     """Import the busybox image into the node's engine, no registry involved; its ID."""
-    docker(spec, "import", "--change", 'CMD ["/bin/sh"]', "-", ref, stdin=busybox_rootfs())
-    return docker(spec, "image", "inspect", "--format", "{{.Id}}", ref).strip()
+    repository, _, tag = ref.partition(":")
+    with contextlib.closing(engine(spec)) as client:
+        client.api.import_image_from_data(
+            busybox_rootfs(), repository=repository, tag=tag or None, changes=['CMD ["/bin/sh"]']
+        )
+        return str(client.images.get(ref).id)

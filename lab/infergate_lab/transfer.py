@@ -1,23 +1,27 @@
 """Getting the engine image and the models onto the lab nodes, the way the field did it.
 
-The image: `cat TARBALL | ssh NODE docker load` over the management network, then the image
-ID compared across nodes. A model directory: controller -> first node over the management
-network (`tar c | ssh NODE tar x`), then first node -> every other node over the fabric.
-The nodes' sshd listens on the management address only, so the fabric copy is a tar stream
-over a one-off TCP socket between the nodes' fabric addresses (python3 at both ends, run
-inside the nodes). Nodes that already hold the same thing are skipped.
+The image: the `docker save` tarball streamed into each node's engine (the Engine API's
+load, as `docker load` sends it; the ID survives save and load), then the image ID, read
+through the API, compared across nodes. A model directory: controller -> first node over
+the management network (`tar c | ssh NODE tar x`), then first node -> every other node over
+the fabric. The nodes' sshd listens on the management address only, so the fabric copy is a
+tar stream over a one-off TCP socket between the nodes' fabric addresses (python3 at both
+ends, run inside the nodes). Nodes that already hold the same thing are skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from docker.errors import ImageNotFound
+
+from infergate_lab import docker, sshd
 from infergate_lab import layout as L
-from infergate_lab import sshd
 from infergate_lab.clock import Clock
 from infergate_lab.engine_image import CachedImage
 from infergate_lab.lab import Lab
@@ -33,9 +37,12 @@ Manifest = dict[str, tuple[int, str]]  # relative file path -> (size in bytes, s
 
 
 def image_id(lab: Lab, node: str, ref: str) -> str | None:
-    """The ID of ref in the node's engine, read over SSH as the suite reads it."""
-    done = lab.ssh(node, ["docker", "image", "inspect", "--format", "{{.Id}}", ref])
-    return done.stdout.strip() if done.returncode == 0 else None
+    """The ID of ref in the node's engine, read through its API as the suite reads it."""
+    with contextlib.closing(docker.engine(lab.spec(node))) as client:
+        try:
+            return str(client.images.get(ref).id)
+        except ImageNotFound:
+            return None
 
 
 def ensure_image_on_nodes(lab: Lab, nodes: list[str], image: CachedImage, clock: Clock) -> None:
@@ -46,9 +53,8 @@ def ensure_image_on_nodes(lab: Lab, nodes: list[str], image: CachedImage, clock:
         if before == expected_id:
             clock.say(f"{node}: has {ref} {expected_id[:19]}: skipped")
             continue
-        ssh = sshd.ssh_argv(lab.spec(node), ["docker", "load"])
         with clock.lap(f"image load {node}"):
-            pipeline([ssh], timeout=LOAD_TIMEOUT_S, stdin_path=tarball)
+            _load(lab, node, tarball)
         if before is not None:
             _remove_if_old_build(lab, node, before)
     found = {node: image_id(lab, node, ref) for node in nodes}
@@ -56,14 +62,25 @@ def ensure_image_on_nodes(lab: Lab, nodes: list[str], image: CachedImage, clock:
         raise LabError("; ".join(_image_problem(lab, n, i, image) for n, i in wrong.items()))
 
 
+def _load(lab: Lab, node: str, tarball: Path) -> None:
+    """The tarball streamed into the node's engine as `docker load` sends it, never held in
+    memory; LOAD_TIMEOUT_S bounds the engine's silence while it unpacks the layers."""
+    engine = docker.engine(lab.spec(node), LOAD_TIMEOUT_S)
+    with contextlib.closing(engine) as client, tarball.open("rb") as stream:
+        client.images.load(stream)
+
+
 def _remove_if_old_build(lab: Lab, node: str, old_id: str) -> None:
     """An older build of ours that the load left untagged: 3 GB nobody uses. Anything else
     that had the tag (someone's own image, a fault's) keeps its other names and stays."""
-    fmt = '{{len .RepoTags}} {{index .Config.Labels "org.infergate.recipe"}}'
-    tags, _, recipe = lab.ssh(node, ["docker", "image", "inspect", "--format", shlex.quote(fmt),
-                                     old_id]).stdout.strip().partition(" ")  # fmt: skip
-    if tags == "0" and recipe:
-        lab.ssh(node, ["docker", "image", "rm", old_id], timeout=120)
+    with contextlib.closing(docker.engine(lab.spec(node), 120)) as client:
+        try:
+            old = client.images.get(old_id)
+        except ImageNotFound:
+            return
+        labels = (old.attrs.get("Config") or {}).get("Labels") or {}
+        if not old.tags and labels.get("org.infergate.recipe"):
+            client.images.remove(old_id)
 
 
 def _image_problem(lab: Lab, node: str, found: str | None, image: CachedImage) -> str:
