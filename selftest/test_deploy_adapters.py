@@ -5,7 +5,6 @@ deadlines, the log lines that end it, and the `ray status` reader. Pure: no node
 from __future__ import annotations
 
 import shlex
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -53,26 +52,16 @@ def starts(launch: Launch) -> list[Start]:
     return [s for s in launch.steps if isinstance(s, Start)]
 
 
-def docker_run(start: Start) -> tuple[list[str], list[str]]:
-    """(the `docker run` options, the command run in the container) of a Start."""
-    words = shlex.split(start.command.splitlines()[-1])
-    assert words[:2] == ["docker", "run"], start.command
-    ep = words.index("$ep")  # the entrypoint choice; the image follows it
-    return words[2:ep], words[ep + 2 :]
-
-
-def options(start: Start, flag: str) -> list[str]:
-    """Every value of FLAG among the `docker run` options."""
-    opts = docker_run(start)[0]
-    return [value for name, value in pairwise(opts) if name == flag]
+def create(start: Start) -> dict[str, Any]:
+    """The Engine API's create arguments of a Start, as the handle sends them."""
+    return start.spec.create_kwargs()
 
 
 def env(start: Start) -> dict[str, str]:
-    """The container's env: its env file, the command's standard input (`--env-file
-    /dev/stdin`), never `-e` on the command line."""
-    assert options(start, "-e") == []
-    assert options(start, "--env-file") == ["/dev/stdin"]
-    return dict(line.split("=", 1) for line in start.input.splitlines())
+    """The container's env: in the create request, never in the command it runs."""
+    environment: dict[str, str] = create(start)["environment"]
+    assert not any(f"{k}=" in word for k in environment for word in start.command)
+    return environment
 
 
 def outline(steps: tuple[Step, ...]) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -109,11 +98,11 @@ def sglang() -> Launch:
 def test_sglang_head_is_rank_0_with_the_planned_command(sglang: Launch) -> None:
     head = starts(sglang)[0]
     assert head.node == "spark1"
-    assert docker_run(head)[1] == SGLANG_COMMAND
+    assert list(head.command) == SGLANG_COMMAND
 
 
 def test_sglang_ranks_differ_only_in_node_rank(sglang: Launch) -> None:
-    head, worker = (docker_run(s)[1] for s in starts(sglang))
+    head, worker = (list(s.command) for s in starts(sglang))
     at = head.index("--node-rank") + 1
     assert (head[at], worker[at]) == ("0", "1")
     assert head[:at] + head[at + 1 :] == worker[:at] + worker[at + 1 :]
@@ -128,9 +117,9 @@ def test_sglang_each_rank_pinned_to_its_own_fabric(sglang: Launch) -> None:
 
 def test_sglang_containers_get_gpus_rdma_and_the_run_label(sglang: Launch) -> None:
     for start in starts(sglang):
-        assert options(start, "--gpus") == ["all"]
-        assert options(start, "--device") == ["/dev/infiniband"]
-        assert f"infergate.run={RUN}" in options(start, "--label")
+        assert [r.capabilities for r in create(start)["device_requests"]] == [[["gpu"]]]
+        assert create(start)["devices"] == ["/dev/infiniband"]
+        assert ("infergate.run", RUN) in start.labels
         assert start.container == f"infergate-{start.node}-{RUN}"
 
 
@@ -171,7 +160,7 @@ def vllm_mp() -> Launch:
 
 
 def test_vllm_mp_head_serves_the_api_and_worker_is_headless(vllm_mp: Launch) -> None:
-    head, worker = (docker_run(s)[1] for s in starts(vllm_mp))
+    head, worker = (list(s.command) for s in starts(vllm_mp))
     assert head == [*VLLM_COMMON, "--node-rank", "0", *MASTER, "--port", "8000", *VLLM_FLAGS]
     assert worker == [*VLLM_COMMON, "--node-rank", "1", *MASTER, "--headless", *VLLM_FLAGS]
     assert "--headless" not in head
@@ -208,7 +197,7 @@ def test_vllm_ray_head_then_workers_then_cluster_then_serve(vllm_ray: Launch) ->
 
 
 def test_vllm_ray_nodes_start_ray_on_their_fabric_ip(vllm_ray: Launch) -> None:
-    head, worker = (docker_run(s)[1] for s in starts(vllm_ray))
+    head, worker = (list(s.command) for s in starts(vllm_ray))
     assert head == ["ray", "start", "--head", "--node-ip-address", HEAD_IP, "--port", "6379",
                     "--num-gpus", "1", "--block"]  # fmt: skip
     assert worker == ["ray", "start", "--address", f"{HEAD_IP}:6379",
@@ -219,14 +208,14 @@ def test_vllm_ray_containers_get_the_playbook_env(vllm_ray: Launch) -> None:
     for start, ip in zip(starts(vllm_ray), (HEAD_IP, WORKER_IP), strict=True):
         e = env(start)
         assert (e["VLLM_HOST_IP"], e["RAY_memory_monitor_refresh_ms"]) == (ip, "0")
-        assert options(start, "--device") == ["/dev/infiniband"]
+        assert create(start)["devices"] == ["/dev/infiniband"]
 
 
 def test_vllm_ray_waits_for_every_node_and_gpu_in_ray_status(vllm_ray: Launch) -> None:
     """Both Sparks plan `gpus: 1`: 2 nodes, 2 GPUs, asked of the head's Ray."""
     joined = next(s for s in vllm_ray.steps if isinstance(s, ClusterJoined))
     assert (joined.node, joined.nodes, joined.gpus) == ("spark1", 2, 2)
-    assert joined.command == f"docker exec infergate-spark1-{RUN} ray status"
+    assert joined.command == ("ray", "status")  # in the head's container, through its API
 
 
 def test_vllm_ray_serves_in_the_head_container(vllm_ray: Launch) -> None:
@@ -237,7 +226,8 @@ def test_vllm_ray_serves_in_the_head_container(vllm_ray: Launch) -> None:
         "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
         "--distributed-executor-backend", "ray", "--port", "8000", *VLLM_FLAGS,
     ]  # fmt: skip
-    assert serve.command.startswith(f"docker exec -d infergate-spark1-{RUN} sh -c ")
+    # its output into the container's log, which the handle follows
+    assert serve.detached() == ["sh", "-c", f"exec {shlex.join(serve.argv)} >>/proc/1/fd/1 2>&1"]
 
 
 # --- every engine ----------------------------------------------------------------------

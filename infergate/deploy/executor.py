@@ -14,6 +14,7 @@ vLLM logs its arguments, the key among them.
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +25,8 @@ from types import TracebackType
 from typing import NoReturn, Protocol, TypeVar
 
 from docker import DockerClient
+from docker.errors import DockerException
+from docker.models.containers import Container
 
 from infergate import http_session
 from infergate.apikey import ApiKey, redact
@@ -60,17 +63,19 @@ from infergate.deploy.watch import (
     parse_oom_kills,
     scan,
 )  # fmt: skip
-from infergate.docker_api import EngineUnreachable
+from infergate.docker_api import EngineUnreachable, create_container
 from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
 from infergate.secrets import private_dir, write_private
 
 SETTLE_S = 3.0  # after a Traceback line, how long its cause may take to follow
+LOG_END_S = 2.0  # after a container stopped, for the rest of its log to arrive
 STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
 QUERY_S = 30.0  # a listing, a poll, `docker top`: Docker answers these within a second
 START_S = 120.0  # `docker run -d`: a container with GPUs, HCAs and mounts created
 EVIDENCE_S = 60.0  # a whole log, `docker inspect`, dmesg
 REMOVE_S = 60.0  # the removal, past its stop grace
+KERNEL_OOM = "dmesg 2>&1 | grep -iE 'out of memory|oom|killed process' | tail -50"
 
 
 class Ran(Protocol):
@@ -235,27 +240,39 @@ class Deployment:
             raise LaunchFailed(self.hide("\n".join(text)))
 
     def _start(self, step: Start | Exec) -> None:
-        env = step.input if isinstance(step, Start) else None  # the env file: secrets
-        done = self.io(step.node, step.command, START_S, env)
-        if done.exit_status != 0:
-            said = docker_said(done.stderr or done.stdout)
-            verb = "docker run" if isinstance(step, Start) else "docker exec"
+        """Create and start STEP's container, or its process in one, through the node's
+        Engine API; the engine's refusal fails the launch at once, with its words."""
+        engine = self._engine(step.node)
+        try:
+            if isinstance(step, Start):
+                container = create_container(engine, step.spec, step.command, step.container,
+                                             dict(step.labels))  # fmt: skip
+                container.start()
+            else:
+                engine.containers.get(step.container).exec_run(step.detached(), detach=True)
+        except DockerException as e:
+            said = self.hide(engine_said(e))
+            verb = "creating and starting" if isinstance(step, Start) else "the exec in"
             self.fail({step.node: [Problem(
-                f"{verb} for {step.container} failed: {said}",
+                f"{verb} {step.container} failed: {said}",
                 f"the engine container {step.container} started",
                 _start_remedy(said, self.nodes[step.node], self.launch))]})  # fmt: skip
-        watch = self.watches[step.node]
-        watch.started = True
+        self.watches[step.node].started = True
         if isinstance(step, Start):
-            self._follow(step.node, done.stdout.strip().splitlines()[-1])
+            self._follow(step.node, container)
         verb = "started" if isinstance(step, Start) else "launched in"
         self.say(f"[{self.elapsed():6.1f} s] {self._where(step.node)}: {verb} {step.container}")
 
-    def _follow(self, node: str, container_id: str) -> None:
-        """Follow the container `docker run -d` started (its ID, last of what it printed)."""
-        container = self._engine(node).containers.get(container_id)
+    def _follow(self, node: str, container: Container) -> None:
+        """Follow the container just started: its state now, its log from its first line."""
+        container.reload()
         apply_inspect(self.watches[node], container.attrs)
         self.streams.follow_log(node, container)
+
+    def exec_in(self, node: str, argv: tuple[str, ...]) -> str:
+        """ARGV run in NODE's engine container, to its end: what it printed (redacted)."""
+        output = self._container(node).exec_run(list(argv)).output  # whole: not streamed
+        return self.hide(output.decode(errors="replace") if isinstance(output, bytes) else "")
 
     def _engine(self, node: str) -> DockerClient:
         """NODE's Docker Engine API; one that cannot be reached ends the launch, named."""
@@ -274,7 +291,12 @@ class Deployment:
         reached; fail on a fatal line or a stopped container, or on the kernel's OOM kill
         behind it, on whichever node it was."""
         self._take_news()
-        now, started = self.elapsed(), [n for n, w in self.watches.items() if w.started]
+        started = [n for n, w in self.watches.items() if w.started]
+        if stopped := [n for n in started if self.watches[n].state != "running"]:
+            for node in stopped:  # its last lines say why: read them before judging
+                self.streams.finish_log(node, LOG_END_S)
+            self._take_news()
+        now = self.elapsed()
         troubled = {n: p for n in started if (p := watch_problems(self.watches[n], now, SETTLE_S))}
         if troubled:
             self.judge_oom()
@@ -353,22 +375,31 @@ class Deployment:
                 for p in gone]  # fmt: skip
 
     def save_evidence(self) -> None:
-        """Per node: the container's whole log, `docker inspect`, the kernel's OOM lines."""
+        """Per node: the container's whole log and its inspection (the Engine API's, both
+        redacted), the kernel's OOM lines (the node's shell)."""
         if self.evidence is None:
             return
-        commands = {
-            "container.log": "docker logs {c} 2>&1",
-            "inspect.json": "docker inspect {c} 2>&1",
-            "kernel-oom.txt": "dmesg 2>&1 | grep -iE 'out of memory|oom|killed process' | tail -50",
-        }
-        for node, watch in self.watches.items():
+        for node in self.watches:
             folder = private_dir(self.evidence / node)
-            for name, command in commands.items():
+            for name, read in (("container.log", self._log), ("inspect.json", self._inspect),
+                               ("kernel-oom.txt", self._kernel_oom)):  # fmt: skip
                 try:
-                    out = self.io(node, command.format(c=watch.container), EVIDENCE_S)
-                    write_private(folder / name, out.stdout + out.stderr)
+                    write_private(folder / name, self.hide(read(node)))
                 except Exception as e:  # an unreachable node must not hide the others' evidence
                     write_private(folder / name, self.hide(f"could not read: {e}\n"))
+
+    def _container(self, node: str) -> Container:
+        return self._engine(node).containers.get(self.watches[node].container)
+
+    def _log(self, node: str) -> str:
+        return bytes(self._container(node).logs()).decode(errors="replace")
+
+    def _inspect(self, node: str) -> str:
+        return json.dumps(self._container(node).attrs, indent=2) + "\n"
+
+    def _kernel_oom(self, node: str) -> str:
+        out = self.io(node, KERNEL_OOM, EVIDENCE_S)
+        return out.stdout + out.stderr
 
     # -- teardown
 
@@ -415,6 +446,11 @@ def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:
         return Heard(done.exit_status, hide(done.stdout), hide(done.stderr))
 
     return run
+
+
+def engine_said(error: Exception) -> str:
+    """The engine's own words (APIError.explanation: "No such image: x:1"), or the error's."""
+    return str(getattr(error, "explanation", None) or error)
 
 
 def docker_said(text: str) -> str:

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 POLL_S = 1.0  # between two looks at `ray status` or the API (a log line wakes it earlier)
 HTTP_PROBE_S = 5.0  # one GET of the readiness gate: a server that is up answers at once
-RAY_STATUS_S = 30.0  # `ray status` in the head's container
 
 
 def wait_for(d: Deployment, gate: Gate) -> None:
@@ -45,7 +44,7 @@ def look(d: Deployment, gate: Gate) -> tuple[bool | None, str]:
 
 
 def cluster_joined(d: Deployment, gate: ClusterJoined) -> tuple[bool | None, str]:
-    status = parse_ray_status(d.io(gate.node, gate.command, RAY_STATUS_S).stdout)
+    status = parse_ray_status(d.exec_in(gate.node, gate.command))
     seen = f"{status.active} node(s) alive, {status.gpus:g} GPU(s) in `ray status`"
     if status.active < gate.nodes or status.gpus < gate.gpus:
         return None, seen

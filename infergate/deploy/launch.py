@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from infergate.apikey import ENGINE_ENV, engine_keys, flags_without_key
 from infergate.checks.containers import PLAN_LABEL, RUN_LABEL
-from infergate.docker_cli import engine_container, run_keeping_ngc_entrypoint
+from infergate.docker_cli import ContainerSpec, engine_container
 from infergate.inventory import Inventory, Node
 from infergate.signatures import Signature
 from infergate.waiting import Deadline
@@ -20,13 +20,15 @@ from infergate.waiting import Deadline
 
 @dataclass(frozen=True)
 class Start:
-    """Start one container on a node: `docker run -d` with the run's label."""
+    """Create and start one container on a node through its Docker Engine API, typed (no
+    shell, no quoting), with the run's labels; its env, secrets and all, travels in the API
+    request (spec.env), never on a command line."""
 
     node: str
-    container: str
-    command: str  # the shell command run on the node
-    # its standard input: the container's env file, secrets and all, never on a command line
-    input: str = field(default="", repr=False)
+    container: str  # its name
+    spec: ContainerSpec  # docker_cli.engine_container: the one the preflight's probe runs
+    command: tuple[str, ...]
+    labels: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,10 @@ class Exec:
     container: str
     argv: tuple[str, ...]
 
-    @property
-    def command(self) -> str:
-        inner = f"exec {shlex.join(self.argv)} >>/proc/1/fd/1 2>&1"
-        return f"docker exec -d {self.container} sh -c {shlex.quote(inner)}"
+    def detached(self) -> list[str]:
+        """ARGV with its output sent to the container's own (PID 1's), where the log is
+        followed: a detached exec's output goes nowhere."""
+        return ["sh", "-c", f"exec {shlex.join(self.argv)} >>/proc/1/fd/1 2>&1"]
 
 
 # What to do when a gate's deadline passes: each gate carries its own, set by the adapter
@@ -75,7 +77,7 @@ class ClusterJoined:
 
     name: str
     node: str
-    command: str  # run on `node`; prints `ray status`
+    command: tuple[str, ...]  # run in the node's engine container: `ray status`
     nodes: int
     gpus: int
     deadline: Deadline
@@ -140,14 +142,12 @@ def container_name(run_id: str, node: Node) -> str:
     return f"infergate-{node.name}-{run_id}"
 
 
-def docker_run(inventory: Inventory, node: Node, run_id: str, command: list[str]) -> Start:
-    """`docker run -d` of COMMAND in NODE's engine container (docker_cli.engine_container,
-    the one the preflight's probe runs too), with the labels that mark it as this run's."""
-    name = container_name(run_id, node)
-    own = ["-d", "--name", name, "--label", f"{RUN_LABEL}={run_id}",
-           "--label", f"{PLAN_LABEL}={inventory.name}"]  # fmt: skip
+def engine_start(inventory: Inventory, node: Node, run_id: str, command: list[str]) -> Start:
+    """COMMAND in NODE's engine container (docker_cli.engine_container, the one the
+    preflight's probe runs too), with the labels that mark it as this run's."""
+    labels = ((RUN_LABEL, run_id), (PLAN_LABEL, inventory.name))
     spec = engine_container(inventory, node)
-    return Start(node.name, name, run_keeping_ngc_entrypoint(spec, own, command), spec.env_file())
+    return Start(node.name, container_name(run_id, node), spec, tuple(command), labels)
 
 
 def key_in_env(inventory: Inventory, variable: str = ENGINE_ENV) -> Inventory:

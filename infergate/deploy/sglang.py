@@ -12,8 +12,8 @@ from infergate.deploy.launch import (
     Milestone,
     Step,
     deadlines,
-    docker_run,
     endpoint,
+    engine_start,
     key_in_env,
     names,
     ordered,
@@ -48,7 +48,7 @@ def server_command(inventory: Inventory, rank: int) -> list[str]:
 def plan_launch(inventory: Inventory, run_id: str) -> Launch:
     inventory = key_in_env(inventory, KEY_ENV)  # not `--api-key` in every `ps`
     nodes = ordered(inventory)
-    starts = [docker_run(inventory, n, run_id, server_command(inventory, rank))
+    starts = [engine_start(inventory, n, run_id, server_command(inventory, rank))
               for rank, n in enumerate(nodes)]  # fmt: skip
     d = deadlines(inventory)
     every, head = names(nodes), (inventory.head.name,)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,7 +23,7 @@ from typing import Any, Protocol
 from docker import DockerClient
 from docker.models.containers import Container
 
-JOIN_S = 5.0  # for a closed stream's thread to end
+JOIN_S = 5.0  # for the closed streams' threads to end
 
 
 class Closable(Protocol):
@@ -55,6 +56,7 @@ class Streams:
         self.queue: queue.Queue[News] = queue.Queue()
         self._open: list[Closable] = []
         self._threads: list[threading.Thread] = []
+        self._logs: dict[str, threading.Thread] = {}  # node -> its log's reader
         self._lock = threading.Lock()
         self._closed = False
 
@@ -66,7 +68,16 @@ class Streams:
     def follow_log(self, node: str, container: Container) -> None:
         """CONTAINER's whole log, from its first line, then as it is written."""
         stream = container.logs(stream=True, follow=True)
-        self._follow(node, stream, lambda line: News(node, line=line), lines_of)
+        reader = self._follow(node, stream, lambda line: News(node, line=line), lines_of)
+        if reader is not None:
+            self._logs[node] = reader
+
+    def finish_log(self, node: str, seconds: float) -> None:
+        """Wait up to SECONDS for the log of NODE's stopped container to be read to its end:
+        its die event may come before its last lines, the ones that say why."""
+        reader = self._logs.get(node)
+        if reader is not None:
+            reader.join(seconds)
 
     def _follow(
         self,
@@ -74,16 +85,17 @@ class Streams:
         stream: Any,  # docker-py's CancellableStream
         news: Callable[[Any], News],
         items: Callable[[Any], Iterable[Any]] = iter,
-    ) -> None:
+    ) -> threading.Thread | None:
         with self._lock:
             if self._closed:  # the launch ended while this stream was opened
                 stream.close()
-                return
+                return None
             self._open.append(stream)
         thread = threading.Thread(target=self._pump, args=(stream, news, items), daemon=True,
                                   name=f"infergate-stream-{node}")  # fmt: skip
         self._threads.append(thread)
         thread.start()
+        return thread
 
     def _pump(self, stream: Any, news: Callable[[Any], News], items: Callable[..., Any]) -> None:
         # a stream closed under its reader (the launch's end) ends in an error of its socket
@@ -115,5 +127,6 @@ class Streams:
         for stream in streams:
             with contextlib.suppress(Exception):  # already closed by its engine
                 stream.close()
+        end = time.monotonic() + JOIN_S  # one wait for all: a stuck one is a daemon, left
         for thread in self._threads:
-            thread.join(JOIN_S)
+            thread.join(max(0.0, end - time.monotonic()))

@@ -12,8 +12,8 @@ from infergate.deploy.launch import (
     Milestone,
     Step,
     deadlines,
-    docker_run,
     endpoint,
+    engine_start,
     key_in_env,
     names,
     ordered,
@@ -41,7 +41,7 @@ def serve_command(inventory: Inventory, node: Node, rank: int) -> list[str]:
 def plan_launch(inventory: Inventory, run_id: str) -> Launch:
     inventory = key_in_env(inventory)  # VLLM_API_KEY, not `--api-key` in every `ps`
     nodes = ordered(inventory)
-    starts = [docker_run(inventory, n, run_id, serve_command(inventory, n, rank))
+    starts = [engine_start(inventory, n, run_id, serve_command(inventory, n, rank))
               for rank, n in enumerate(nodes)]  # fmt: skip
     d = deadlines(inventory)
     every, head = names(nodes), (inventory.head.name,)

@@ -16,8 +16,8 @@ from infergate.deploy.launch import (
     Start,
     Step,
     deadlines,
-    docker_run,
     endpoint,
+    engine_start,
     key_in_env,
     workers,
 )  # fmt: skip
@@ -54,8 +54,10 @@ def serve_command(inventory: Inventory) -> list[str]:
 def plan_launch(inventory: Inventory, run_id: str) -> Launch:
     inventory = key_in_env(inventory)  # VLLM_API_KEY, not `--api-key` in every `ps`
     # the containers get Ray's env (docker_cli.ENGINE_ENV) from the one engine container spec
-    head = docker_run(inventory, inventory.head, run_id, ray_start(inventory, inventory.head))
-    joins = [docker_run(inventory, n, run_id, ray_start(inventory, n)) for n in workers(inventory)]
+    head = engine_start(inventory, inventory.head, run_id, ray_start(inventory, inventory.head))
+    joins = [
+        engine_start(inventory, n, run_id, ray_start(inventory, n)) for n in workers(inventory)
+    ]
     d = deadlines(inventory)
     steps: list[Step] = [
         head,
@@ -65,7 +67,7 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         # every node and GPU in `ray status`, not just a head that answers: eugr's
         # wait_for_cluster checks only the latter (github.com/eugr/spark-vllm-docker)
         ClusterJoined("every node in ray status", head.node,
-                      f"docker exec {head.container} ray status", len(inventory.nodes),
+                      ("ray", "status"), len(inventory.nodes),
                       sum(n.gpus for n in inventory.nodes), d.cluster_join),
         Exec(head.node, head.container, tuple(serve_command(inventory))),
         # Ray forwards the workers' output to the driver: the head's log has every rank's
