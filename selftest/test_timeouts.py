@@ -15,6 +15,7 @@ from infergate.fixtures.hosts import NodeUnreachable
 from infergate.fixtures.inimage import IMPORT_ALLOWANCE_S
 from infergate.fixtures.timeouts import AFTER_HASH_S, AFTER_LAUNCH_S, OWN_WORK_S
 from infergate.inventory import parse_inventory
+from infergate.waiting import Deadline
 from selftest.suite import PHASE_DIRS, ROOT
 
 SPARKS = ROOT / "inventories" / "two-sparks-vllm.yaml"
@@ -133,16 +134,16 @@ def test_the_remote_hash_runs_under_the_plans_deadline():
     plan = yaml.safe_load(SPARKS.read_text())
     plan["thresholds"]["model_hash_timeout_s"] = 7200
     inventory = parse_inventory(plan)
-    seen: list[float] = []
+    seen: list[Deadline] = []
 
-    def run(command: str, timeout_s: float) -> None:
-        seen.append(timeout_s)
+    def read(command: str, what: str, limit: Deadline, look: str) -> None:
+        seen.append(limit)
         raise NodeUnreachable("recorded")
 
-    remotes = {n.name: SimpleNamespace(run=run, node=n) for n in inventory.nodes}
+    remotes = {n.name: SimpleNamespace(read=read, node=n) for n in inventory.nodes}
     config = SimpleNamespace(getoption=lambda name: "cached")
     model_hashes.__wrapped__(remotes, inventory, config).every()
-    assert seen == [7200, 7200]
+    assert seen == [Deadline(7200, "thresholds.model_hash_timeout_s")] * 2
 
 
 LAST_TEARS_DOWN = """
