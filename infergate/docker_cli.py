@@ -1,17 +1,17 @@
 """The engine's container, one `ContainerSpec` built from the plan and the node, for the
 in-image probe and deploy: typed arguments for the Docker Engine API (`create_kwargs`, sent
-by infergate.docker_api), and, while deploy still starts its containers from the node's
-shell, the `docker run` command line of the same container.
+by infergate.docker_api). The module keeps its name from the days of `docker run` command
+lines: the plan still speaks the CLI's options (engine.docker_args), translated here.
 
 The probe proves what the launch will run, so it may differ only in its command and its own
 options (name, labels). A probe without the launch's RDMA devices would see NCCL fall back to
 sockets and fail a correct plan's NET/IB check.
 
 The plan's env may hold secrets (HF_TOKEN, VLLM_API_KEY): it never goes on a command line,
-where `ps` on the node, and the ssh argv on the controller, would show it. Through the API
-it is a field of the create request's body, sent over the forwarded socket; `docker run`
-reads it with `--env-file /dev/stdin` from the command's standard input
-(`ContainerSpec.env_file`): no file on the node, no value in any argv.
+where `ps` on the node, and the ssh argv on the controller, would show it. It is a field of
+the create request's body, sent over the forwarded socket: no file on the node, no value in
+any argv, and a value may hold any character (there is no env file whose lines it could
+break).
 
 `engine.docker_args` is written as docker CLI options (the plan's operators know them); the
 options real plans use are translated into typed arguments here (`parse_docker_args`), and
@@ -20,7 +20,6 @@ any other is refused by name rather than passed on unread.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,6 @@ from infergate.inventory import Inventory, Node
 # sets it on both nodes (NVIDIA/dgx-spark-playbooks nvidia/vllm/README.md). Under the plan's
 # engine.env, so a plan can still set it.
 ENGINE_ENV: dict[str, dict[str, str]] = {"vllm-ray": {"RAY_memory_monitor_refresh_ms": "0"}}
-ENV_FROM_STDIN = ("--env-file", "/dev/stdin")
 
 
 @dataclass(frozen=True)
@@ -48,24 +46,14 @@ class ContainerSpec:
     env: tuple[tuple[str, str], ...] = field(repr=False)  # may hold secrets
     docker_args: tuple[str, ...]  # engine.docker_args, last: the plan has the final word
 
-    def options(self) -> list[str]:
-        """`docker run` options. Never pull: a preflight that pulls a missing `image.ref`
-        may fetch someone else's image of that name and run it with host networking and
-        the plan's env; a missing image is the image check's finding instead."""
-        options = ["--pull=never", "--network", "host", "--ipc", "host"]
-        options += ["--gpus", "all"] if self.gpus else []
-        if self.rdma:  # RDMA verbs need the devices and unlimited locked memory
-            options += ["--device", "/dev/infiniband", "--ulimit", "memlock=-1"]
-        for mount in self.mounts:
-            options += ["-v", f"{mount}:{mount}:ro"]
-        options += ENV_FROM_STDIN if self.env else []
-        return [*options, *self.docker_args]
-
     def create_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for `client.containers.create(image, command, **kwargs)`: the
-        options above, typed, engine.docker_args merged last (the plan has the final word).
-        Create, then start: never `containers.run`, which pulls an image it does not find
-        (see `options`)."""
+        """Keyword arguments for `client.containers.create(image, command, **kwargs)`: host
+        network and IPC, the GPUs, the HCAs with unlimited locked memory (RDMA verbs need
+        both), each mount read-only at its own path, the env; engine.docker_args merged last
+        (the plan has the final word). Create, then start: never `containers.run`, which
+        pulls an image it does not find. A preflight that pulls a missing `image.ref` may
+        fetch someone else's image of that name and run it with host networking and the
+        plan's env; a missing image is the image check's finding instead."""
         kwargs: dict[str, Any] = {"network_mode": "host", "ipc_mode": "host"}
         if self.gpus:
             kwargs["device_requests"] = [_gpus("all")]
@@ -75,14 +63,6 @@ class ContainerSpec:
         kwargs["volumes"] = [f"{mount}:{mount}:ro" for mount in self.mounts]
         kwargs["environment"] = dict(self.env)
         return _merged(kwargs, parse_docker_args(self.docker_args))
-
-    def env_file(self) -> str:
-        """The env as `docker run --env-file` reads it, one `KEY=VALUE` a line: the standard
-        input of the command that runs this container."""
-        for key, value in self.env:
-            if "\n" in value or "\r" in value:  # the file has one variable a line
-                raise ValueError(f"the value of {key} in the plan's env has a line break")
-        return "".join(f"{key}={value}\n" for key, value in self.env)
 
 
 class DockerArgsError(ValueError):
@@ -229,38 +209,3 @@ def engine_container(inventory: Inventory, node: Node) -> ContainerSpec:
         env=tuple(sorted(env.items())),
         docker_args=tuple(inventory.engine.docker_args),
     )
-
-
-def run_keeping_ngc_entrypoint(
-    spec: ContainerSpec, own: Sequence[str], command: Sequence[str]
-) -> str:
-    """A shell command that runs COMMAND in SPEC's container, keeping an NGC entrypoint
-    (it sets up CUDA compatibility and prints its banner) and clearing any other (vLLM's
-    own image starts a server with whatever follows it)."""
-    inspect = (
-        f"docker image inspect --format '{{{{json .Config.Entrypoint}}}}' {shlex.quote(spec.image)}"
-    )
-    choice = keep_ngc_entrypoint(f'"$({inspect} 2>/dev/null)"')
-    return f"{choice}\n{docker_run(spec, own, command)}"
-
-
-def keep_ngc_entrypoint(entrypoint: str) -> str:
-    """A shell `case` that sets $ep for docker_run from ENTRYPOINT, a shell word that holds
-    the image's `json .Config.Entrypoint`: empty for NGC's entrypoint or none, otherwise
-    `--entrypoint=` to clear it."""
-    return f'case {entrypoint} in *nvidia_entrypoint*|null|"") ep= ;; *) ep=--entrypoint= ;; esac'
-
-
-def docker_run(spec: ContainerSpec, own: Sequence[str], command: Sequence[str]) -> str:
-    """`docker run` of COMMAND in SPEC's container, with OWN options (name, labels, `-d` or
-    `--rm`) first and the entrypoint keep_ngc_entrypoint chose."""
-    options = shlex.join([*own, *spec.options()])
-    return f"docker run {options} $ep {shlex.quote(spec.image)} {shlex.join(command)}"
-
-
-def remove_labelled(label: str, stop_grace_s: int | None = None) -> str:
-    """A shell command that removes the containers carrying LABEL (key=value), and only
-    those; with STOP_GRACE_S, SIGTERM first and SIGKILL after that many seconds."""
-    stop = f"docker stop -t {stop_grace_s} $ids >/dev/null; " if stop_grace_s is not None else ""
-    found = f"docker ps -aq --filter label={shlex.quote(label)}"
-    return f'ids=$({found}); [ -z "$ids" ] || {{ {stop}docker rm -f $ids >/dev/null; }}'

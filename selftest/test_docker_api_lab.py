@@ -59,17 +59,20 @@ def busybox(env: tuple[tuple[str, str], ...] = ()) -> ContainerSpec:
     return ContainerSpec(LAB_IMAGE, False, False, (), env, ("--network", "none"))
 
 
-def test_a_nodes_engine_is_driven_over_its_ssh_master(lab, plan, config, tmp_path):
+def test_a_nodes_engine_is_driven_over_its_ssh_master(lab, plan, config):
     lab.make_image("node2")
     work = Path(tempfile.mkdtemp(prefix="ig-w-"))
     with node_engine(node(plan, "node2"), config, work) as client:
         assert client.info()["Name"] == "node2"  # the node's own engine, not the machine's
         (private,) = work.iterdir()
         assert private.stat().st_mode & 0o777 == 0o700
-        command = ["sh", "-c", 'echo "token=$HF_TOKEN"; echo oops >&2; exit 3']
-        spec = busybox((("HF_TOKEN", SECRET),))
+        said = 'echo "token=$HF_TOKEN"; echo "injected=${INJECTED:-no}"; echo oops >&2; exit 3'
+        command = ["sh", "-c", said]
+        # a line break in a value is the value's: no env file whose lines it could break
+        spec = busybox((("HF_TOKEN", f"{SECRET}\nINJECTED=1"),))
         exited = run_to_exit(client, spec, command, Deadline(60, "test"), "ig-api-lab", LABEL)
-        assert (exited.status, exited.stdout, exited.stderr) == (3, f"token={SECRET}\n", "oops\n")
+        seen = (3, f"token={SECRET}\nINJECTED=1\ninjected=no\n", "oops\n")
+        assert (exited.status, exited.stdout, exited.stderr) == seen
         assert client.containers.list(all=True, filters={"label": "infergate.selftest"}) == []
         # the env went in the request body: no process on this machine shows it
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 
+import docker as docker_py
+
 from infergate_lab import build, docker, faults, namespaces, net, sshd, teardown
 from infergate_lab import layout as L
 from infergate_lab.cgroups import Cgroups
@@ -30,9 +32,10 @@ class Lab:
 
     up(n) / down() / status(); apply_fault(kind, node, *args) / clear_faults() with the kinds
     of faults.KINDS; node_exec(node, argv) runs argv inside a node (its namespaces and cgroup,
-    DOCKER_HOST set); ssh(node, argv) as the suite reaches it; make_image(node) imports the
-    tiny busybox image; memory_usage(node) reads the node's cgroup; leftovers() lists lab
-    things left on the machine. Errors are LabError, naming the node and where to look.
+    DOCKER_HOST set); ssh(node, argv) as the suite reaches it; engine(node) is the node's
+    Docker Engine API on its local socket; make_image(node) imports the tiny busybox image;
+    memory_usage(node) reads the node's cgroup; leftovers() lists lab things left on the
+    machine. Errors are LabError, naming the node and where to look.
     """
 
     def __init__(self, say: Say = _quiet) -> None:
@@ -175,6 +178,11 @@ class Lab:
         """Run a command on the node over SSH, as the suite reaches it (never raises on exit
         status: the caller judges it)."""
         return run(sshd.ssh_argv(self.spec(node), command), timeout=timeout, check=False)
+
+    def engine(self, node: str, timeout_s: float = 60) -> docker_py.DockerClient:
+        """The node's Docker engine through its API on the node's own socket, the client the
+        suite uses over SSH; TIMEOUT_S bounds each call's wait. Close it after use."""
+        return docker.engine(self.spec(node), timeout_s)
 
     def make_image(self, node: str, ref: str = docker.LAB_IMAGE) -> str:
         """Import the tiny busybox image into the node's engine; returns its image ID."""

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from docker.errors import ImageNotFound
 
-from infergate_lab import docker, sshd
 from infergate_lab import layout as L
+from infergate_lab import sshd
 from infergate_lab.clock import Clock
 from infergate_lab.engine_image import CachedImage
 from infergate_lab.lab import Lab
@@ -38,7 +38,7 @@ Manifest = dict[str, tuple[int, str]]  # relative file path -> (size in bytes, s
 
 def image_id(lab: Lab, node: str, ref: str) -> str | None:
     """The ID of ref in the node's engine, read through its API as the suite reads it."""
-    with contextlib.closing(docker.engine(lab.spec(node))) as client:
+    with contextlib.closing(lab.engine(node)) as client:
         try:
             return str(client.images.get(ref).id)
         except ImageNotFound:
@@ -65,7 +65,7 @@ def ensure_image_on_nodes(lab: Lab, nodes: list[str], image: CachedImage, clock:
 def _load(lab: Lab, node: str, tarball: Path) -> None:
     """The tarball streamed into the node's engine as `docker load` sends it, never held in
     memory; LOAD_TIMEOUT_S bounds the engine's silence while it unpacks the layers."""
-    engine = docker.engine(lab.spec(node), LOAD_TIMEOUT_S)
+    engine = lab.engine(node, LOAD_TIMEOUT_S)
     with contextlib.closing(engine) as client, tarball.open("rb") as stream:
         client.images.load(stream)
 
@@ -73,7 +73,7 @@ def _load(lab: Lab, node: str, tarball: Path) -> None:
 def _remove_if_old_build(lab: Lab, node: str, old_id: str) -> None:
     """An older build of ours that the load left untagged: 3 GB nobody uses. Anything else
     that had the tag (someone's own image, a fault's) keeps its other names and stays."""
-    with contextlib.closing(docker.engine(lab.spec(node), 120)) as client:
+    with contextlib.closing(lab.engine(node, 120)) as client:
         try:
             old = client.images.get(old_id)
         except ImageNotFound:
