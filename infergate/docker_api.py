@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+import requests
 from docker.errors import DockerException, NotFound
 from docker.models.containers import Container
 
@@ -41,6 +42,9 @@ API_TIMEOUT = Deadline(60, "docker_api.API_TIMEOUT")
 SSH_TIMEOUT = Deadline(30, "docker_api.SSH_TIMEOUT")
 DEFAULT_HOST = "unix:///var/run/docker.sock"  # dockerd's default, when DOCKER_HOST is unset
 SOCKET_NAME = "engine.sock"
+# what a call to an engine can raise: docker-py's errors, and requests' own where the
+# connection itself fails (a forward whose master has gone, a socket read timing out)
+API_ERRORS = (DockerException, requests.RequestException)
 # sun_path holds 108 bytes: a longer path makes `ssh -O forward` fail with a vague error
 SUN_PATH_MAX = 107
 

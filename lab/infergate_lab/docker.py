@@ -24,10 +24,9 @@ import tarfile
 from pathlib import Path
 
 import docker as docker_py
-import requests
-from docker.errors import DockerException, ImageNotFound
+from docker.errors import ImageNotFound
 
-from infergate.docker_api import local_engine
+from infergate.docker_api import API_ERRORS, local_engine
 from infergate_lab import layout as L
 from infergate_lab.layout import NodeSpec
 from infergate_lab.shell import LabError, run
@@ -98,7 +97,7 @@ def answers(spec: NodeSpec, timeout: float = 1.0) -> bool:
     try:
         with contextlib.closing(engine(spec, timeout)) as client:
             return bool(client.ping())
-    except (DockerException, requests.RequestException):
+    except API_ERRORS:
         return False
 
 
