@@ -8,16 +8,16 @@ import ast
 import re
 from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
-from ipaddress import IPv4Interface
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 import pytest
 
-from infergate.checks.network import Interface, check_fabric_interface
+from infergate.checks.network import check_fabric_interface
 from infergate.checks.pinning import check_pinning
 from infergate.inventory import SET_BY_PARSER, Inventory, is_plan_key, parse_inventory, plan_key
 from infergate.plan_schema import plan_schema
+from selftest.test_checks_network import interfaces
 from selftest.test_inventory import lab_with
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,17 +118,19 @@ def test_a_missing_interface_is_fixed_at_the_nodes_own_key():
     the line to edit, not fabric.interface, which this node does not read."""
     inv = parse_inventory(lab_with(("nodes[1].fabric.interface", "fab9")))
     node = inv.nodes[1]
-    present = {"eth0": Interface("eth0", True, "UP", 1500, (IPv4Interface("10.0.0.2/24"),))}
     key = node.key_of("fabric.interface")
-    (problem,) = check_fabric_interface(present, node.fabric.interface, node.fabric.address, key)
+    seen = interfaces("healthy", node.name)
+    (problem,) = check_fabric_interface(seen, node.fabric.interface, node.fabric.address, key)
     assert "fix nodes[1].fabric.interface in the plan" in problem.remedy
 
 
 def test_a_variable_is_fixed_where_it_is_set_for_the_node():
     """GLOO_SOCKET_IFNAME from engine.env is fixed there; a node's own, in its env."""
-    inv = parse_inventory(lab_with(("nodes[1].env", {"GLOO_SOCKET_IFNAME": "eth9"})))
-    present = {"eth0": Interface("eth0", True, "UP", 1500, (IPv4Interface("10.252.0.12/24"),))}
+    plan = lab_with(
+        ("engine.env.GLOO_SOCKET_IFNAME", "eth9"), ("nodes[1].env", {"GLOO_SOCKET_IFNAME": "eth8"})
+    )
+    inv = parse_inventory(plan)
     for node, key in zip(inv.nodes, ["engine.env", "nodes[1].env"], strict=True):
-        env = {"GLOO_SOCKET_IFNAME": "eth9"}
-        (problem,) = check_pinning(env, present, inv.fabric.subnet, set(), node)
+        seen = interfaces("healthy", node.name)
+        (problem,) = check_pinning(inv.node_env(node), seen, inv.fabric.subnet, set(), node)
         assert problem.remedy.startswith(f"set {key}.GLOO_SOCKET_IFNAME to the fabric interface")
