@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from infergate.inventory import plan_key
 from infergate.problems import Problem
 from infergate.signatures import RENDEZVOUS, Signature, named, signatures_for
 
@@ -48,6 +49,7 @@ _ALLREDUCE = re.compile(
 )
 _ENV = re.compile(r"NCCL INFO (\w+) set by environment to (\S+?)\.?$")
 _ENV_KEY = "engine.env."  # a signature's key under it is a variable NCCL reports setting
+FLOOR_KEY = plan_key("thresholds.nccl_busbw_min_gbps")
 _JOINED = "every rank joins and the all-reduce completes, exit 0"
 
 
@@ -185,7 +187,7 @@ def check_nccl_bandwidth(allreduce: AllReduce | None, floor_gbps: float) -> list
     return [
         Problem(
             found=found,
-            planned=f"at least {floor_gbps:g} GB/s",
+            planned=f"at least {floor_gbps:g} GB/s ({FLOOR_KEY})",
             remedy="check the transport first (NET/IB expected across nodes; NET/Socket means "
             "RDMA is off), then NCCL_IB_HCA lists every HCA of the port, equal MTU on both "
             "ends, and `ib_write_bw` per HCA pair",
