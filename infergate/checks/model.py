@@ -8,7 +8,10 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from infergate.inventory import plan_key
 from infergate.problems import Problem
+
+PATH_KEY, MANIFEST_KEY = plan_key("model.path"), plan_key("model.manifest")
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ def check_model_files(
         return [
             Problem(
                 found=f"no model directory {path}",
-                planned=f"the model at {path} on every node",
+                planned=f"the model at {path} on every node ({PATH_KEY})",
                 remedy=f"copy it from a node that has it: `rsync -a --info=progress2 {path}/ "
                 f"NODE:{path}/` over the fabric, then re-run the preflight",
             )
@@ -149,7 +152,7 @@ def check_model_hashes(
                 Problem(
                     found=f"{len(bad)} file(s) with other content: " + "; ".join(bad[:3]),
                     planned="byte-identical model files on every node"
-                    + (" matching the manifest" if manifest is not None else ""),
+                    + (f" matching the manifest ({MANIFEST_KEY})" if manifest is not None else ""),
                     remedy="re-copy those files from a good node (`rsync -a --checksum`), "
                     "then re-run the preflight with --model-hash=full",
                 )
