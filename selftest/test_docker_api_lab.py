@@ -131,3 +131,48 @@ def test_probe_container_gets_the_plans_docker_args_and_runs_the_image_by_id(eng
         assert "/root/.cache/vllm" in container.get("mounts", []), (at.name, facts.sections)
         assert container["limits"]["memlock"] == [memlock, memlock], at.name
         assert check_all_reduce(body(facts.sections.get("rendezvous")), 2, 30) == [], at.name
+
+
+NGC_ENTRYPOINT = '#!/bin/sh\necho "== NGC banner =="\nexec "$@"\n'
+
+
+@pytest.fixture
+def entrypoint_images(lab) -> Iterator[dict[str, str]]:
+    """Two images on node1's engine, made from the busybox image: one whose entrypoint is an
+    NGC-style /opt/nvidia/nvidia_entrypoint.sh (a banner, then the command), one whose
+    entrypoint is a program of its own (as vLLM's image's `vllm serve`); removed after."""
+    lab.make_image("node1")
+    client = lab.engine("node1")
+    script = (
+        f"mkdir -p /opt/nvidia && printf %s '{NGC_ENTRYPOINT}' > /opt/nvidia/nvidia_entrypoint.sh"
+    )
+    made = {}
+    for name, entrypoint in (("ngc", "/opt/nvidia/nvidia_entrypoint.sh"), ("own", "echo own")):
+        container = client.containers.create(
+            LAB_IMAGE, ["sh", "-c", script + " && chmod +x /opt/nvidia/*"]
+        )
+        container.start()
+        container.wait(timeout=30)
+        words = ", ".join(f'"{w}"' for w in entrypoint.split())
+        made[name] = container.commit(
+            f"iglab/entrypoint-{name}", "1", changes=[f"ENTRYPOINT [{words}]"]
+        ).id
+        container.remove()
+    yield made
+    for image in made.values():
+        client.images.remove(image, force=True)
+    client.close()
+
+
+def test_ngcs_entrypoint_is_kept_and_any_other_cleared_on_a_real_engine(
+    plan, config, entrypoint_images
+):
+    with node_engine(node(plan, "node1"), config, Path(tempfile.gettempdir())) as client:
+        seen = {}
+        for name, image in entrypoint_images.items():
+            spec = replace(busybox(), image=image)
+            exited = run_to_exit(
+                client, spec, ["echo", "cmd"], Deadline(30, "test"), f"ig-ep-{name}", LABEL
+            )
+            seen[name] = exited.stdout
+    assert seen == {"ngc": "== NGC banner ==\ncmd\n", "own": "cmd\n"}
