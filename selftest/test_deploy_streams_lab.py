@@ -8,6 +8,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -20,13 +21,22 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(120)]
 TALKER = "printf 'Loading 0%%\\rLoading 100%%\\nready\\n'; sleep 300"
 
 
-def next_news(streams: Streams, wanted, seconds: float = 10) -> News:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for news in streams.wait(end - time.monotonic()):
-            if wanted(news):
-                return news
-    raise AssertionError(f"nothing wanted within {seconds} s")
+class Reader:
+    """What the streams said, in order, read one wanted thing at a time."""
+
+    def __init__(self, streams: Streams) -> None:
+        self.streams = streams
+        self.heard: list[News] = []
+
+    def next(self, wanted: Callable[[News], bool], seconds: float = 10) -> News:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.heard += self.streams.wait(end - time.monotonic())
+            while self.heard:
+                news = self.heard.pop(0)
+                if wanted(news):
+                    return news
+        raise AssertionError(f"nothing wanted within {seconds} s")
 
 
 def test_log_and_death_arrive_as_they_happen_and_close_ends_every_reader(lab):
@@ -40,12 +50,12 @@ def test_log_and_death_arrive_as_they_happen_and_close_ends_every_reader(lab):
     try:
         container.start()
         streams.follow_log("node2", container)
-        first = next_news(streams, lambda n: n.line is not None)
-        assert first.line == "Loading 0%\rLoading 100%"
-        assert next_news(streams, lambda n: n.line is not None).line == "ready"
+        read = Reader(streams)
+        assert read.next(lambda n: n.line is not None).line == "Loading 0%\rLoading 100%"
+        assert read.next(lambda n: n.line is not None).line == "ready"
         killed = time.monotonic()
         container.kill()
-        died = next_news(streams, lambda n: n.event.get("Action") == "die")
+        died = read.next(lambda n: n.event.get("Action") == "die")
         assert time.monotonic() - killed < 1.0
         assert died.event["Actor"]["Attributes"]["exitCode"] == "137"
     finally:
