@@ -19,6 +19,8 @@ from pathlib import Path
 
 from infergate.deploy.runlock import HeldLock, ask_lock, this_holder
 from infergate.deploy.runs import (
+    LIST_S,
+    REMOVE_S,
     check_removed,
     last_line,
     list_command,
@@ -29,8 +31,6 @@ from infergate.inventory import Inventory, InventoryError, Node
 from infergate.plan_yaml import PLAN_ENV, load_plan
 from infergate.problems import describe_all
 from infergate.ssh_config import SshConfigError, plan_ssh_config, ssh_command
-
-GRACE_S = 5
 
 
 def run_on(config: Path, node: Node, command: str, timeout_s: float) -> Ran:
@@ -55,15 +55,15 @@ class Ran:
 def down_node(config: Path, node: Node, run_id: str | None, path: str, spare: str | None) -> str:
     """Remove the run's containers on NODE (every run's but SPARE's, the live one, when
     RUN_ID is None); what to print (its problems, if any)."""
-    before = run_on(config, node, list_command(run_id), 30)
+    before = run_on(config, node, list_command(run_id), LIST_S)
     found = [c for c in parse_run_listing(before.stdout) if c.run_id != spare]
     if run_id is None and spare:
         targets = sorted({c.run_id for c in found})
-        command = "\n".join(remove_command(r, GRACE_S) for r in targets) or "true"
+        command = "\n".join(remove_command(r) for r in targets) or "true"
     else:
-        command = remove_command(run_id, GRACE_S)
-    removed = run_on(config, node, command, 60 + GRACE_S)
-    after = run_on(config, node, list_command(run_id), 30)
+        command = remove_command(run_id)
+    removed = run_on(config, node, command, REMOVE_S)
+    after = run_on(config, node, list_command(run_id), LIST_S)
     left = [c.name for c in parse_run_listing(after.stdout) if c.run_id != spare]
     problems = check_removed(run_id, (removed.status, removed.said),
                              (after.status, after.said), left if after.status == 0 else [],

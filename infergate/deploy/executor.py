@@ -43,6 +43,8 @@ from infergate.deploy.failure import (
 )
 from infergate.deploy.launch import Exec, Launch, Start, Step
 from infergate.deploy.runs import (
+    LIST_S,
+    REMOVE_S,
     check_removed,
     check_run_not_taken,
     last_line,
@@ -70,11 +72,9 @@ from infergate.secrets import private_dir, write_private
 
 SETTLE_S = 3.0  # after a Traceback line, how long its cause may take to follow
 LOG_END_S = 2.0  # after a container stopped, for the rest of its log to arrive
-STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
-QUERY_S = 30.0  # a listing, a poll, `docker top`: Docker answers these within a second
+QUERY_S = 30.0  # a listing, `docker top`, a dmesg grep: each answers within a second
 START_S = 120.0  # `docker run -d`: a container with GPUs, HCAs and mounts created
 EVIDENCE_S = 60.0  # a whole log, `docker inspect`, dmesg
-REMOVE_S = 60.0  # the removal, past its stop grace
 KERNEL_OOM = "dmesg 2>&1 | grep -iE 'out of memory|oom|killed process' | tail -50"
 
 
@@ -417,8 +417,8 @@ class Deployment:
     def _remove(self, node: str) -> list[Problem]:
         run_id = self.launch.run_id
         try:
-            removed = self.io(node, remove_command(run_id, STOP_GRACE_S), REMOVE_S + STOP_GRACE_S)
-            listed = self.io(node, list_command(run_id), QUERY_S)
+            removed = self.io(node, remove_command(run_id), REMOVE_S)
+            listed = self.io(node, list_command(run_id), LIST_S)
         except Exception as e:  # an unreachable node: name it, and still try the others
             return check_removed(run_id, (255, str(e)), (255, str(e)), [], self.inventory_path)
         left = [c.name for c in parse_run_listing(listed.stdout)]

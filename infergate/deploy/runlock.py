@@ -38,6 +38,8 @@ LOCK_DIR = "/run/infergate/lock"  # tmpfs: a reboot leaves no stale holder note
 HELD, BUSY = "HELD", "BUSY"
 BUSY_EXIT = 75  # EX_TEMPFAIL
 SSH_FAILED = 255
+RELEASE_S = 10.0  # for the lock's ssh to end once its stdin closed, before it is killed
+ANSWER_S = 15.0  # for the head's answer past the connect timeout (a slow login, a busy head)
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ class HeldLock:
         if self.process.stdin:
             self.process.stdin.close()  # the head's `cat` ends, and with it the lock
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=RELEASE_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -169,7 +171,7 @@ def ask_lock(
                                stderr=subprocess.PIPE, text=True,
                                # a terminal's Ctrl-C must not end it before the teardown
                                start_new_session=True)  # fmt: skip
-    line = _first_line(process, wait_s + inventory.thresholds.connect_timeout_s + 15)
+    line = _first_line(process, wait_s + inventory.thresholds.connect_timeout_s + ANSWER_S)
     busy = parse_lock_reply(line) if line else None
     if line and busy is None:
         return HeldLock(process), None, (0, "")

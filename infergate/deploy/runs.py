@@ -25,8 +25,12 @@ from infergate.checks.containers import (
 )
 from infergate.checks.inimage import PROBE_LABEL
 from infergate.problems import Problem
+from infergate.waiting import TIMEOUT_EXITS
 
 LABELS = (RUN_LABEL, PROBE_LABEL)  # every container of this suite carries one of them
+STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
+LIST_S = 30.0  # a listing of containers: Docker answers it within a second
+REMOVE_S = 60.0 + STOP_GRACE_S  # the removal of a run's containers, their grace included
 LIST_FORMAT = "{{json .}}"
 
 
@@ -41,7 +45,7 @@ def list_command(run_id: str | None = None) -> str:
     return " && ".join(calls)
 
 
-def remove_command(run_id: str | None = None, grace_s: int = 5) -> str:
+def remove_command(run_id: str | None = None, grace_s: int = STOP_GRACE_S) -> str:
     """Remove the containers of RUN_ID (of every run when None), and only those: SIGTERM,
     SIGKILL after GRACE_S (a SIGKILLed vLLM leaks its shared memory). It fails when Docker
     cannot list them; `docker rm` of one that went by itself (a probe's --rm) is no failure:
@@ -129,7 +133,7 @@ def check_removed(
     which = f"run {run_id}" if run_id else "every run"
     problems = []
     if removal[0] != 0:
-        late = " (its deadline passed)" if removal[0] in (124, 137) else ""
+        late = " (its deadline passed)" if removal[0] in TIMEOUT_EXITS else ""
         problems.append(Problem(
             f"the removal of {which} exited {removal[0]}{late}{_said(removal)}",
             "the removal exits 0", removal_remedy(run_id, inventory_path, removal)))  # fmt: skip
@@ -152,7 +156,7 @@ def _said(done: Exit) -> str:
 
 def _cause(done: Exit) -> str:
     status, said = done
-    if status in (124, 137):
+    if status in TIMEOUT_EXITS:
         return "the removal ran past its deadline on the node (Docker slow or stuck)"
     if status == 255:
         return f"SSH to the node failed during the removal ({said or 'no message'})"
