@@ -1,5 +1,7 @@
 """Host identity and Docker engine parsers and judges on recorded outputs."""
 
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -7,7 +9,7 @@ import pytest
 from infergate.checks.facts import ProbeError, docker_of, identity_of, memory_of
 from infergate.checks.host import check_docker_engine, check_identity, parse_docker_version
 from infergate.checks.memory import check_memory_available
-from infergate.checks.probe import Section, parse_sections
+from infergate.checks.probe import Section, parse_sections, probe_script
 
 DATA = Path(__file__).parent / "data"
 
@@ -84,3 +86,22 @@ def test_failed_section_is_a_probe_error_naming_it():
     broken = {"meminfo": Section(1, "cat: /proc/meminfo: Permission denied")}
     with pytest.raises(ProbeError, match="`meminfo` failed on the node \\(exit 1\\): cat: "):
         memory_of(broken)
+
+
+def test_a_daemon_that_hangs_is_named_as_hanging_not_as_a_missing_cli(tmp_path):
+    """A real docker CLI against a socket that accepts and never answers (a wedged daemon),
+    run by the real probe script under a 1 s section deadline (the finding names the
+    probe's own, 8 s)."""
+    hung = tmp_path / "docker.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(hung))
+        server.listen()
+        command = f"docker -H unix://{hung} version --format '{{{{json .}}}}'"
+        script = probe_script((("docker-version", command),), timeout_s=1)
+        ran = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
+    engine = docker_of(parse_sections(ran.stdout))
+    assert engine.server is None
+    (problem,) = check_docker_engine(engine)
+    assert problem.found.startswith("`docker version` got no answer within 8 s")
+    assert "journalctl -u docker" in problem.remedy
+    assert "install" not in problem.remedy

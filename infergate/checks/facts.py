@@ -7,7 +7,7 @@ permission error), so one missing tool fails the checks that need it and no othe
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infergate.checks.containers import Container, parse_docker_ps_json, parse_docker_stats_json
 from infergate.checks.cuda import (
@@ -97,9 +97,13 @@ def interfaces_of(sections: Sections) -> dict[str, Interface]:
 
 
 def docker_of(sections: Sections) -> DockerEngine:
-    """The Docker engine as the CLI sees it; a failing section is a finding, not an error."""
+    """The Docker engine as the CLI sees it; a failing section is a finding, not an error,
+    and one that ran past its deadline a daemon that hangs (not a missing CLI)."""
     section = sections.get("docker-version", Section(127, "(section missing)"))
-    return parse_docker_version(section.text)
+    engine = parse_docker_version(section.text)
+    if section.rc in TIMEOUT_EXITS:
+        return replace(engine, server=None, hung=str(SECTION_DEADLINE))
+    return engine
 
 
 def image_id_of(sections: Sections) -> str | None:

@@ -14,6 +14,7 @@ class DockerEngine:
     client: str | None
     server: str | None  # None: the daemon did not answer
     error: str  # what the CLI said when it did not
+    hung: str = ""  # the limit `docker version` ran past: the socket took it, no answer came
 
 
 def parse_os_release(text: str) -> dict[str, str]:
@@ -59,7 +60,13 @@ def check_docker_engine(engine: DockerEngine) -> list[Problem]:
     """The node's Docker engine answers; the CLI alone is not enough."""
     if engine.server:
         return []
-    if engine.client is None:
+    if engine.hung:
+        found = f"`docker version` got no answer within {engine.hung}: the daemon hangs"
+        remedy = (
+            "read why in `journalctl -u docker -n 50` on the node (a hung storage driver or "
+            "mount, say), then `sudo systemctl restart docker`"
+        )
+    elif engine.client is None:
         found = f"no docker CLI ({engine.error or 'command not found'})"
         remedy = "install Docker Engine (`apt-get install docker.io` or docker-ce), then retry"
     else:
