@@ -61,7 +61,8 @@ def test_throughput_meets_the_plan(
     plan = inventory.inference
     if plan.min_output_tokens_per_s is None and plan.max_ttft_ms is None:
         skip_unconfigured(
-            pytestconfig, "no thresholds: set inference.min_output_tokens_per_s or .max_ttft_ms"
+            pytestconfig,
+            "no thresholds: set inference.min_output_tokens_per_s or inference.max_ttft_ms",
         )
     fail_on_cluster(inventory.nodes, check_thresholds(sweep, plan))
 
