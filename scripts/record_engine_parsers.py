@@ -16,14 +16,16 @@ where it takes one.
 
 from __future__ import annotations
 
-import shlex
+import contextlib
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-from infergate.checks.inimage import OTHER_ENGINE_FLAGS, in_image_command
+from infergate.checks.inimage import OTHER_ENGINE_FLAGS, PROBE_LABEL, probe_command
+from infergate.docker_api import run_to_exit
 from infergate.docker_cli import ContainerSpec
+from infergate.waiting import Deadline
 from infergate_lab import Lab
 from infergate_lab.layout import CACHE_DIR
 
@@ -70,10 +72,13 @@ def record(lab: Lab, kind: str, name: str, env: dict[str, str], mounts: list[str
     env = {**env, "GLOO_SOCKET_IFNAME": "lo"}
     spec = ContainerSpec(IMAGE, False, False, (MODEL, *mounts), tuple(sorted(env.items())), ())
     master = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
-    command = in_image_command(spec, args, master, "record", reuse=False)
-    done = lab.ssh("node1", [shlex.join(["sh", "-c", command])], timeout=300)
+    command = probe_command(args, master, "fresh")
+    limit = Deadline(300, "record_engine_parsers")
+    with contextlib.closing(lab.engine("node1")) as client:
+        done = run_to_exit(client, spec, command, limit, f"infergate-record-{name}",
+                           {PROBE_LABEL: "record"})  # fmt: skip
     (OUT / f"{name}.txt").write_text(done.stdout)
-    print(f"recorded {name}: exit {done.returncode}")
+    print(f"recorded {name}: exit {done.status}")
 
 
 def main() -> None:

@@ -6,20 +6,12 @@ image must see (its flags, its rendezvous) run the in-image tests too."""
 
 from __future__ import annotations
 
-import shlex
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
-from infergate.checks.inimage import body, check_all_reduce
-from infergate.checks.probe import parse_sections
-from infergate.fixtures.inimage import _command as probe_command
-from infergate.fixtures.inventory import load_inventory
-from infergate_lab.engine import node_io
 from selftest.suite import ROOT, SuiteRun, run_suite
 
 # the first test may wait for the engine to be built (cold: ~6 min): past the 600 s backstop
@@ -297,33 +289,3 @@ def test_a_run_stopped_early_removes_its_probe_containers_before_their_deadline(
     left = {n: engine_lab.ssh(n, [f"docker ps -aq --filter {label}"]).stdout.split() for n in NODES}
     assert left == {"node1": [], "node2": []}
     assert elapsed < 30, f"{elapsed:.1f} s: the probes were left to their deadline"
-
-
-def test_probe_container_gets_the_plans_docker_args_and_runs_the_image_by_id(engine_lab, tmp_path):
-    # the lab plan's docker_args mount the compile cache; a ulimit below the nodes' own
-    # 8 MiB is added: the probe container, the launch's own, must show both
-    memlock = 4 * 2**20
-    plan = with_plan(
-        tmp_path,
-        lambda p: p["engine"]["docker_args"].extend(["--ulimit", f"memlock={memlock}:{memlock}"]),
-    )
-    inventory = load_inventory(plan)
-    inspect = shlex.join(["docker", "image", "inspect", "--format", "{{.Id}}", IMAGE])
-    image_id = engine_lab.ssh("node1", [inspect]).stdout.strip()
-    inventory = replace(inventory, image=replace(inventory.image, id=image_id))
-    commands = [probe_command(inventory, n, rank, "docker-args", True)
-                for rank, n in enumerate(inventory.nodes)]  # fmt: skip
-    assert all("--pull=never" in c and f" {image_id} env MASTER_ADDR=" in c for c, _ in commands)
-    io = node_io(engine_lab)  # the env goes as the command's stdin (--env-file /dev/stdin)
-
-    def probe(node_command: tuple[str, tuple[str, str]]):
-        node, (command, env) = node_command
-        return parse_sections(io(node, command, 300, env).stdout)
-
-    with ThreadPoolExecutor(len(NODES)) as pool:
-        seen = dict(zip(NODES, pool.map(probe, zip(NODES, commands, strict=True)), strict=True))
-    for node, sections in seen.items():
-        container = body(sections.get("container"))
-        assert "/root/.cache/vllm" in container.get("mounts", []), (node, sections)
-        assert container["limits"]["memlock"] == [memlock, memlock], node
-        assert check_all_reduce(body(sections.get("rendezvous")), 2, 30) == [], node

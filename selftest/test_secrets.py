@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from infergate.apikey import HIDDEN, redact
+from infergate.checks.inimage import probe_command
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, Heard, Ran
 from infergate.deploy.launch import ClusterJoined, Exec, Launch, Start
-from infergate.docker_cli import ContainerSpec
-from infergate.fixtures.inimage import _command as probe_command
+from infergate.fixtures.inimage import _probe
 from infergate.inventory import Inventory, InventoryError, parse_inventory
 from infergate.secrets import (
     RedactingFilter,
@@ -194,18 +194,12 @@ def test_sglangs_launcher_hands_the_key_to_its_parser_not_to_ps(tmp_path: Path) 
 @pytest.mark.parametrize("kind", list(PLANS))
 def test_the_probe_carries_no_secret_and_no_key(kind: str) -> None:
     inventory = plan(kind)
-    command, env = probe_command(inventory, inventory.head, 0, "label1", True)
+    spec, args, master = _probe(inventory, inventory.head, 0)
+    command = " ".join(probe_command(args, master, "fresh"))
     assert [s for s in EVERY if s in command] == []
     assert "--api-key" not in command
-    assert f"HF_TOKEN={TOKEN}\n" in env
-
-
-def test_an_env_value_with_a_line_break_is_refused_naming_its_key() -> None:
-    """One variable a line: a value with a line break would add a variable of its own."""
-    spec = ContainerSpec("img", False, False, (), (("HF_TOKEN", "one\nINJECTED=two"),), ())
-    with pytest.raises(ValueError, match="HF_TOKEN") as refused:
-        spec.env_file()
-    assert "INJECTED" not in str(refused.value)
+    # the env goes in the create request's body (docker_api), never in the command
+    assert spec.create_kwargs()["environment"]["HF_TOKEN"] == TOKEN
 
 
 def test_hide_and_the_log_filter_take_every_secret_out() -> None:
