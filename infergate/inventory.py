@@ -18,6 +18,7 @@ from infergate._plan_rules import check_plan
 
 # Defined beside the value readers that raise it; this module is its public home.
 from infergate._validate import InventoryError as InventoryError
+from infergate.docker_args import DockerArgsError, parse_docker_args
 
 # The metadata of a field the parser works out rather than reads: no key of the plan
 SET_BY_PARSER = {"plan_key": False}
@@ -445,9 +446,21 @@ def _engine(data: object, path: str) -> Engine:
         api_port=s.need("api_port", v.PORT),
         flags=s.get("flags", v.flag_list, ()),
         env=s.get("env", _ENV, {}),
-        docker_args=s.get("docker_args", v.list_of(v.text), ()),
+        docker_args=_docker_args(s.get("docker_args", v.list_of(v.text), ()), path),
         secret_env=s.get("secret_env", v.list_of(v.ENV_NAME), ()),
     )
+
+
+def _docker_args(args: tuple[str, ...], engine: str) -> tuple[str, ...]:
+    """ARGS (the docker_args of the ENGINE section), once each is an option the Docker API
+    can be given (infergate.docker_args): the launch would refuse the rest on the nodes,
+    after the preflight had passed."""
+    key = f"{engine}.docker_args"
+    try:
+        parse_docker_args(args)
+    except DockerArgsError as e:
+        raise InventoryError(key, str(e).removeprefix(f"{key}: ")) from None
+    return args
 
 
 _COMMAND_S = v.number_in(1, 3600, " s")

@@ -23,6 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from infergate.apikey import engine_keys, redact, resolve_api_key
+from infergate.docker_args import parse_docker_args
 from infergate.inventory import Inventory
 
 MIN_LENGTH = 4
@@ -60,14 +61,7 @@ def plan_secrets(
 def docker_env(args: Sequence[str]) -> dict[str, str]:
     """The variables that `-e K=V`, `--env K=V` or `--env=K=V` in docker_args set: on the
     command line, where the plan put them, but hidden in every text all the same."""
-    env: dict[str, str] = {}
-    for before, word in zip(["", *args], args, strict=False):
-        given = word.removeprefix("--env=") if word.startswith("--env=") else None
-        given = word if before in ("-e", "--env") else given
-        if given and "=" in given:
-            key, _, value = given.partition("=")
-            env[key] = value
-    return env
+    return dict(parse_docker_args(args).get("environment", {}))
 
 
 class RedactingFilter(logging.Filter):

@@ -13,12 +13,8 @@ import pytest
 from docker.errors import ImageNotFound
 
 from infergate.docker_api import local_engine
-from infergate.docker_cli import (
-    ContainerSpec,
-    DockerArgsError,
-    clears_entrypoint,
-    parse_docker_args,
-)
+from infergate.docker_args import DockerArgsError, parse_docker_args
+from infergate.docker_cli import ContainerSpec, clears_entrypoint
 from selftest.local_http import JsonHandler, serving
 
 API = "1.41"  # the lab's dockerd (20.10) speaks it

@@ -35,7 +35,7 @@ LAYERS = (
         "infergate.problems", "infergate.waiting", "infergate.secrets", "infergate.apikey",
         "infergate._validate", "infergate._plan_words", "infergate._plan_rules",
         "infergate.inventory", "infergate.plan_yaml", "infergate.plan_schema",
-        "infergate.plan_ansible",
+        "infergate.plan_ansible", "infergate.docker_args",
     ),
     (
         "infergate.checks", "infergate.signatures", "infergate.ssh_config",
