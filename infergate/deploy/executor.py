@@ -25,7 +25,6 @@ from types import TracebackType
 from typing import NoReturn, Protocol, TypeVar
 
 from docker import DockerClient
-from docker.errors import DockerException
 from docker.models.containers import Container
 
 from infergate import http_session
@@ -65,7 +64,7 @@ from infergate.deploy.watch import (
     parse_oom_kills,
     scan,
 )  # fmt: skip
-from infergate.docker_api import EngineUnreachable, create_container
+from infergate.docker_api import API_ERRORS, EngineUnreachable, create_container
 from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
 from infergate.secrets import private_dir, write_private
@@ -250,7 +249,7 @@ class Deployment:
                 container.start()
             else:
                 engine.containers.get(step.container).exec_run(step.detached(), detach=True)
-        except DockerException as e:
+        except API_ERRORS as e:  # the engine's refusal, or its connection lost
             said = self.hide(engine_said(e))
             verb = "creating and starting" if isinstance(step, Start) else "the exec in"
             self.fail({step.node: [Problem(
@@ -270,8 +269,16 @@ class Deployment:
         self.streams.follow_log(node, container)
 
     def exec_in(self, node: str, argv: tuple[str, ...]) -> str:
-        """ARGV run in NODE's engine container, to its end: what it printed (redacted)."""
-        output = self._container(node).exec_run(list(argv)).output  # whole: not streamed
+        """ARGV run in NODE's engine container, to its end: what it printed (redacted); an
+        engine that cannot run it ends the launch, in its own words."""
+        try:
+            output = self._container(node).exec_run(list(argv)).output  # whole: not streamed
+        except API_ERRORS as e:
+            container = self.watches[node].container
+            self.fail({node: [Problem(
+                f"`{shlex.join(argv)}` in {container} failed: {self.hide(engine_said(e))}",
+                f"{shlex.join(argv)} answering in {container}",
+                logs_remedy(self.watches[node]))]})  # fmt: skip
         return self.hide(output.decode(errors="replace") if isinstance(output, bytes) else "")
 
     def _engine(self, node: str) -> DockerClient:
