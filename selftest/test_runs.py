@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from docker import DockerClient
 
 from infergate.checks.containers import (
     check_foreign_containers,
@@ -32,7 +33,7 @@ from infergate.deploy.runlock import (
     lock_dir,
     parse_lock_reply,
 )
-from infergate.deploy.runs import check_removed, check_run_not_taken, parse_run_listing
+from infergate.deploy.runs import check_removed, check_run_not_taken, of_runs
 from infergate.fixtures import runs
 from infergate.fixtures.deploy import _new_run_id, sigint_deferred
 from infergate.inventory import Inventory, parse_inventory
@@ -76,7 +77,7 @@ def test_this_runs_own_containers_and_probe_are_exempt():
 
 
 def test_the_run_listing_names_each_run_and_its_plan():
-    found = parse_run_listing((DATA / "run-listing.txt").read_text())
+    found = of_runs(parse_docker_ps_json((DATA / "run-listing.txt").read_text()))
     assert {(c.run_id, c.plan) for c in found} == {(OTHER, "lab"), (OTHER, "(preflight probe)")}
 
 
@@ -109,21 +110,14 @@ def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(
     assert check_removed("r1", (0, ""), (0, ""), [], None) == []
 
 
-# -- the removal against a real Docker CLI, from this machine (no daemon here)
+# -- the removal against real Docker clients, from this machine (no daemon here)
 
 
-def local_io(env: dict[str, str], cap_s: float = 60):
-    """Commands on this machine, as a node runs them: `timeout` ends each at its deadline
-    (at most CAP_S: the removal's own 65 s would only make the test slow)."""
-
-    def run(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
-        limit = min(timeout_s, cap_s)
-        done = subprocess.run(["timeout", "-k", "1", f"{limit:g}", "sh", "-c", command],
-                              capture_output=True, text=True, env={**os.environ, **env},
-                              input=input, check=False)  # fmt: skip
-        return Ran(done.returncode, done.stdout, done.stderr)
-
-    return run
+def local_io(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
+    """Commands on this machine, as a node runs them (the kernel's OOM lines)."""
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                          timeout=timeout_s, check=False)  # fmt: skip
+    return Ran(done.returncode, done.stdout, done.stderr)
 
 
 def lab_plan() -> Inventory:
@@ -131,17 +125,22 @@ def lab_plan() -> Inventory:
                                            "lab.yaml").read_text()))  # fmt: skip
 
 
-def started_handle(io) -> Deployment:
+def started_handle(docker_host: str, timeout_s: int = 60) -> Deployment:
+    """A handle on the lab plan whose every node's engine is DOCKER_HOST (the API version
+    given: a client that asked would fail before the removal)."""
     plan = lab_plan()
+    engines = {n.name: DockerClient(base_url=docker_host, version="1.41", timeout=timeout_s)
+               for n in plan.nodes}  # fmt: skip
     handle = Deployment(plan_launch(plan, "r-0011223344556677"), {n.name: n for n in plan.nodes},
-                        io, lambda _: None, inventory_path="plan.yaml")  # fmt: skip
+                        local_io, lambda _: None, inventory_path="plan.yaml",
+                        engines=engines)  # fmt: skip
     handle.touched = True  # as after its first `docker run`
     return handle
 
 
 def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
     said: list[str] = []
-    handle = started_handle(local_io({"DOCKER_HOST": "unix:///nonexistent.sock"}))
+    handle = started_handle("unix:///nonexistent.sock")
     handle._say = said.append
     with pytest.raises(LaunchFailed) as failed:
         handle.stop()
@@ -161,14 +160,14 @@ def test_removal_past_its_deadline_is_named_as_such():
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         host = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
-        handle = started_handle(local_io({"DOCKER_HOST": host}, cap_s=1))
+        handle = started_handle(host, timeout_s=1)
         with pytest.raises(LaunchFailed) as failed:
             handle.stop()
     assert "exited 124 (its deadline passed)" in str(failed.value)
 
 
 def test_a_refused_handle_removes_nothing():
-    handle = started_handle(local_io({"DOCKER_HOST": "unix:///nonexistent.sock"}))
+    handle = started_handle("unix:///nonexistent.sock")
     handle.touched = False
     handle.close()  # would fail like the test above if it tried to remove
 
@@ -307,7 +306,7 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("h200 (localhost): 2 problem(s)")
-    assert "exited 1: Cannot connect to the Docker daemon at unix:///nonexistent.sock" in (
+    assert "exited 1: h200 (localhost): its Docker engine at unix:///nonexistent.sock does " in (
         done.stdout
     )
     assert f"infergate down --run r1 --inventory {plan}" in done.stdout

@@ -10,64 +10,33 @@ run is left on any node; 1 when a node could not be reached or still holds one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
+from docker import DockerClient
+
+from infergate.deploy.removal import remove_run
 from infergate.deploy.runlock import HeldLock, ask_lock, this_holder
-from infergate.deploy.runs import (
-    LIST_S,
-    REMOVE_S,
-    check_removed,
-    last_line,
-    list_command,
-    parse_run_listing,
-    remove_command,
-)
+from infergate.docker_api import node_engine
 from infergate.inventory import Inventory, InventoryError, Node
 from infergate.plan_yaml import PLAN_ENV, load_plan
 from infergate.problems import describe_all
-from infergate.ssh_config import SshConfigError, plan_ssh_config, ssh_command
-
-
-def run_on(config: Path, node: Node, command: str, timeout_s: float) -> Ran:
-    """COMMAND on NODE over the plan's ssh_config CONFIG: exit status, stdout and stderr's
-    last line; a local deadline kills ssh (124)."""
-    argv = ssh_command(config, node, command)
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              check=False)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return Ran(124, "", f"no answer within {timeout_s:g} s")
-    return Ran(done.returncode, done.stdout, last_line(done.stderr))
-
-
-@dataclass(frozen=True)
-class Ran:
-    status: int
-    stdout: str
-    said: str
+from infergate.ssh_config import SshConfigError, control_dir, plan_ssh_config
 
 
 def down_node(config: Path, node: Node, run_id: str | None, path: str, spare: str | None) -> str:
     """Remove the run's containers on NODE (every run's but SPARE's, the live one, when
-    RUN_ID is None); what to print (its problems, if any)."""
-    before = run_on(config, node, list_command(run_id), LIST_S)
-    found = [c for c in parse_run_listing(before.stdout) if c.run_id != spare]
-    if run_id is None and spare:
-        targets = sorted({c.run_id for c in found})
-        command = "\n".join(remove_command(r) for r in targets) or "true"
-    else:
-        command = remove_command(run_id)
-    removed = run_on(config, node, command, REMOVE_S)
-    after = run_on(config, node, list_command(run_id), LIST_S)
-    left = [c.name for c in parse_run_listing(after.stdout) if c.run_id != spare]
-    problems = check_removed(run_id, (removed.status, removed.said),
-                             (after.status, after.said), left if after.status == 0 else [],
-                             path)  # fmt: skip
+    RUN_ID is None) through its Engine API over the plan's SSH; what to print (its
+    problems, if any)."""
+    with contextlib.ExitStack() as stack:
+
+        def engine() -> DockerClient:
+            return stack.enter_context(node_engine(node, config, control_dir()))
+
+        found, problems = remove_run(engine, run_id, path, spare)
     if problems:
         return describe_all(node.where, problems)
     gone = [f"{c.name} (run {c.run_id}, plan {c.plan}, {c.status})" for c in found]

@@ -41,18 +41,8 @@ from infergate.deploy.failure import (
     watch_problems,
 )
 from infergate.deploy.launch import Exec, Launch, Start, Step
-from infergate.deploy.runs import (
-    LIST_S,
-    REMOVE_S,
-    check_removed,
-    check_run_not_taken,
-    last_line,
-    list_command,
-    name_command,
-    node_remove_hint,
-    parse_run_listing,
-    remove_command,
-)
+from infergate.deploy.removal import remove_run
+from infergate.deploy.runs import check_run_not_taken, name_command, node_remove_hint
 from infergate.deploy.streams import News, Streams
 from infergate.deploy.watch import (
     NodeWatch,
@@ -412,8 +402,8 @@ class Deployment:
 
     def stop(self) -> None:
         """Remove this run's containers, by its label, on every node at once (SIGTERM,
-        then SIGKILL after the grace: vLLM's lone head ignores SIGTERM); then prove it by
-        each removal's exit status and a separate listing."""
+        then SIGKILL after the grace: vLLM's lone head ignores SIGTERM), through each node's
+        Engine API; then prove it by a separate listing (removal.py)."""
         problems = {n: p for n, p in self._each(self._remove, list(self.nodes)).items() if p}
         if problems:
             raise LaunchFailed("\n".join(
@@ -422,16 +412,7 @@ class Deployment:
         self.say(f"stopped run {self.launch.run_id} on {', '.join(self.nodes)}")
 
     def _remove(self, node: str) -> list[Problem]:
-        run_id = self.launch.run_id
-        try:
-            removed = self.io(node, remove_command(run_id), REMOVE_S)
-            listed = self.io(node, list_command(run_id), LIST_S)
-        except Exception as e:  # an unreachable node: name it, and still try the others
-            return check_removed(run_id, (255, str(e)), (255, str(e)), [], self.inventory_path)
-        left = [c.name for c in parse_run_listing(listed.stdout)]
-        return check_removed(run_id, (removed.exit_status, last_line(removed.stderr)),
-                             (listed.exit_status, last_line(listed.stderr)), left,
-                             self.inventory_path)  # fmt: skip
+        return remove_run(lambda: self.engines[node], self.launch.run_id, self.inventory_path)[1]
 
     def stop_hint(self) -> str:
         return f"`{down_command(self.launch.run_id, self.inventory_path)}`, or on each " + (

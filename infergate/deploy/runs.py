@@ -7,8 +7,8 @@ runs are still there, on the node where they are, whatever happened to the contr
 started them: no file on the controller or the head can disagree with them. The cluster lock
 (runlock.py) names the run that holds the cluster now.
 
-Nothing here touches a node: the commands are run by the caller (the deploy handle, the
-`deploy down` command) and their output parsed here.
+Nothing here touches a node: the listing is run by the caller (the deploy handle) and
+parsed here; removal.py removes through the Engine API, and the judge of a removal is here.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from infergate.waiting import TIMEOUT_EXITS
 
 LABELS = (RUN_LABEL, PROBE_LABEL)  # every container of this suite carries one of them
 STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
-LIST_S = 30.0  # a listing of containers: Docker answers it within a second
-REMOVE_S = 60.0 + STOP_GRACE_S  # the removal of a run's containers, their grace included
 LIST_FORMAT = "{{json .}}"
 
 
@@ -43,23 +41,6 @@ def list_command(run_id: str | None = None) -> str:
         calls.append(shlex.join(["docker", "ps", "-a", "--no-trunc", "--filter",
                                  f"label={value}", "--format", LIST_FORMAT]))  # fmt: skip
     return " && ".join(calls)
-
-
-def remove_command(run_id: str | None = None, grace_s: int = STOP_GRACE_S) -> str:
-    """Remove the containers of RUN_ID (of every run when None), and only those: SIGTERM,
-    SIGKILL after GRACE_S (a SIGKILLed vLLM leaks its shared memory). It fails when Docker
-    cannot list them; `docker rm` of one that went by itself (a probe's --rm) is no failure:
-    the caller's separate listing is the proof."""
-    filters = []
-    for label in LABELS:
-        value = f"{label}={run_id}" if run_id else label
-        filters.append(shlex.join(["docker", "ps", "-aq", "--filter", f"label={value}"]))
-    return "\n".join([
-        f"ids=$({' && '.join(filters)}) || exit $?",
-        "ids=$(printf '%s\\n' $ids | sort -u)",
-        f'[ -z "$ids" ] || {{ docker stop -t {int(grace_s)} $ids; docker rm -f $ids; }} '
-        ">/dev/null 2>&1 || true",
-    ])  # fmt: skip
 
 
 def name_command(run_id: str, names: list[str]) -> str:
@@ -93,16 +74,6 @@ def of_runs(containers: list[Container]) -> list[RunContainer]:
             )
             found[c.name] = RunContainer(c.name, run, plan, c.status, c.image)
     return list(found.values())
-
-
-def parse_run_listing(text: str) -> list[RunContainer]:
-    """Parse list_command's output (`docker ps -a --format '{{json .}}'`, one JSON a line).
-
-    Sample line: ``{"Names":"infergate-node1-20261201-030102-8f3a...","Image":"sha256:...",
-    "Labels":"infergate.plan=lab,infergate.run=20261201-030102-8f3a...","Status":"Up 2
-    minutes",...}``
-    """
-    return of_runs(parse_docker_ps_json(text))
 
 
 def check_run_not_taken(run_id: str, listing: str) -> list[Problem]:

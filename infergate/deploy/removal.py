@@ -1,0 +1,75 @@
+"""A run's containers removed through a node's Docker Engine API, by the suite's labels
+(runs.LABELS), and proven by a separate listing after it: each stopped (SIGTERM, SIGKILL
+after the grace) then removed. Only what carries one of the labels is ever listed, so nothing
+the suite did not start is touched. The deploy handle and `infergate down` both remove so;
+runs.check_removed judges what happened, in the words an operator acts on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import requests
+from docker import DockerClient
+from docker.errors import NotFound
+
+from infergate.checks.containers import Container
+from infergate.deploy.runs import LABELS, STOP_GRACE_S, Exit, RunContainer, check_removed, of_runs
+from infergate.docker_api import API_ERRORS, EngineUnreachable
+from infergate.problems import Problem
+from infergate.waiting import TIMEOUT_EXITS
+
+FAILURES = (EngineUnreachable, *API_ERRORS)
+
+
+def run_containers(client: DockerClient, run_id: str | None) -> list[RunContainer]:
+    """The containers of RUN_ID (of every run when None) on the node, each once."""
+    found = []
+    for label in LABELS:
+        value = f"{label}={run_id}" if run_id else label
+        for c in client.containers.list(all=True, filters={"label": value}):
+            image = str(c.attrs.get("Config", {}).get("Image", ""))
+            found.append(Container(str(c.name), image, dict(c.labels), str(c.status)))
+    return of_runs(found)
+
+
+def remove_run(
+    engine: Callable[[], DockerClient],
+    run_id: str | None,
+    inventory_path: str | None,
+    spare: str | None = None,
+) -> tuple[list[RunContainer], list[Problem]]:
+    """Remove the containers of RUN_ID (every run's but SPARE's when RUN_ID is None) on the
+    node whose client ENGINE gives: what was there, and the problems of the removal (none
+    when a separate listing after it shows none of them)."""
+    try:
+        client = engine()
+        found = [c for c in run_containers(client, run_id) if c.run_id != spare]
+    except FAILURES as e:
+        return [], check_removed(run_id, failed(e), failed(e), [], inventory_path)
+    removal: Exit = (0, "")
+    for c in found:
+        try:
+            with contextlib.suppress(NotFound):  # gone by itself meanwhile: what was asked
+                container = client.containers.get(c.name)
+                container.stop(timeout=STOP_GRACE_S)
+                container.remove(force=True)
+        except FAILURES as e:
+            removal = failed(e)
+    try:
+        left = [c.name for c in run_containers(client, run_id) if c.run_id != spare]
+        listing: Exit = (0, "")
+    except FAILURES as e:
+        left, listing = [], failed(e)
+    return found, check_removed(run_id, removal, listing, left, inventory_path)
+
+
+def failed(error: Exception) -> Exit:
+    """An Engine API call's failure as runs.check_removed reads a command's: its deadline
+    (124), an engine not answering, not reached (its own words name why), or refusing."""
+    if isinstance(error, requests.Timeout):
+        return TIMEOUT_EXITS[0], f"no answer from the Docker engine: {error}"
+    if isinstance(error, requests.ConnectionError):
+        return 1, f"Cannot connect to the Docker daemon: {error}"
+    return 1, str(getattr(error, "explanation", None) or error).splitlines()[0]
