@@ -82,12 +82,12 @@ def test_the_run_listing_names_each_run_and_its_plan():
 
 
 def test_a_launch_whose_id_is_taken_names_the_containers():
-    listing = (DATA / "run-listing.txt").read_text()
-    (problem,) = check_run_not_taken(OTHER, listing)
+    listing = parse_docker_ps_json((DATA / "run-listing.txt").read_text())
+    (problem,) = check_run_not_taken(OTHER, [c.name for c in listing])
     assert problem.found == (f"container(s) infergate-node1-{OTHER}, modest_elion already there "
                              f"with this run's name or label (run {OTHER})")  # fmt: skip
     assert f"`docker inspect infergate-node1-{OTHER}`" in problem.remedy
-    assert check_run_not_taken(OTHER, "") == []
+    assert check_run_not_taken(OTHER, []) == []
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, LaunchFailed
 from infergate_lab.docker import LAB_IMAGE
 from infergate_lab.engine import node_io
-from selftest.test_deploy_lab import TP2, load
+from selftest.test_deploy_lab import TP2, lab_engines, load
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -30,7 +30,8 @@ def test_launch_refused_when_its_label_or_name_is_taken_and_removes_nothing(engi
     said: list[str] = []
     try:
         handle = Deployment(plan_launch(plan, RUN), {n.name: n for n in plan.nodes},
-                            node_io(engine_lab), said.append)  # fmt: skip
+                            node_io(engine_lab), said.append,
+                            engines=lab_engines(engine_lab))  # fmt: skip
         with handle, pytest.raises(LaunchFailed) as refused:
             handle.perform()
         message = str(refused.value)

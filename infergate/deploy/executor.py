@@ -41,8 +41,8 @@ from infergate.deploy.failure import (
     watch_problems,
 )
 from infergate.deploy.launch import Exec, Launch, Start, Step
-from infergate.deploy.removal import remove_run
-from infergate.deploy.runs import check_run_not_taken, name_command, node_remove_hint
+from infergate.deploy.removal import remove_run, taken_names
+from infergate.deploy.runs import check_run_not_taken, node_remove_hint
 from infergate.deploy.streams import News, Streams
 from infergate.deploy.watch import (
     NodeWatch,
@@ -210,23 +210,23 @@ class Deployment:
     def refuse_taken(self) -> None:
         """Refuse to start when a container with one of this run's names or its label is
         already on a node: this run's teardown removes by label, so it would remove them."""
-        command = name_command(self.launch.run_id, list(self.launch.containers.values()))
-        heard = self._each(lambda n: self.io(n, command, QUERY_S), list(self.nodes))
-        problems = {}
-        for node, done in heard.items():
-            if done.exit_status != 0:
-                said = docker_said(done.stderr or done.stdout)
-                problems[node] = [Problem(
-                    f"the listing of containers exited {done.exit_status}: {said}",
-                    "Docker answering before the launch",
-                    _start_remedy(said, self.nodes[node], self.launch))]  # fmt: skip
-            elif taken := check_run_not_taken(self.launch.run_id, done.stdout):
-                problems[node] = taken
+        problems = {n: p for n, p in self._each(self._taken, list(self.nodes)).items() if p}
         if problems:
             heading = f"launch of {self.launch.engine} (run {self.launch.run_id}) refused, "
             text = [heading + "nothing started:"]
             text += [describe_all(self._where(n), p) for n, p in problems.items()]
             raise LaunchFailed(self.hide("\n".join(text)))
+
+    def _taken(self, node: str) -> list[Problem]:
+        names = list(self.launch.containers.values())
+        try:
+            taken = taken_names(self.engines[node], self.launch.run_id, names)
+        except (EngineUnreachable, *API_ERRORS) as e:
+            said = engine_said(e).splitlines()[0]
+            return [Problem(f"listing its containers failed: {said}",
+                            "Docker answering before the launch",
+                            _start_remedy(said, self.nodes[node], self.launch))]  # fmt: skip
+        return check_run_not_taken(self.launch.run_id, taken)
 
     def _start(self, step: Start | Exec) -> None:
         """Create and start STEP's container, or its process in one, through the node's
@@ -439,16 +439,6 @@ def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:
 def engine_said(error: Exception) -> str:
     """The engine's own words (APIError.explanation: "No such image: x:1"), or the error's."""
     return str(getattr(error, "explanation", None) or error)
-
-
-def docker_said(text: str) -> str:
-    """The docker CLI's error, without its "Run 'docker run --help'" hint.
-
-    Sample: ``Unable to find image 'x:1' locally\ndocker: Error response from daemon: pull
-    access denied for x ...\n\nRun 'docker run --help' for more information``
-    """
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "--help" not in ln]
-    return " / ".join(lines[-2:])[:400] or "no output"
 
 
 def _start_remedy(said: str, node: Node, launch: Launch) -> str:

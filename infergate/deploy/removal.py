@@ -34,6 +34,13 @@ def run_containers(client: DockerClient, run_id: str | None) -> list[RunContaine
     return of_runs(found)
 
 
+def taken_names(client: DockerClient, run_id: str, names: list[str]) -> list[str]:
+    """The containers on the node named one of NAMES or carrying RUN_ID's labels: a launch
+    whose names or label are taken must not start (its teardown would remove them)."""
+    named = client.containers.list(all=True, filters={"name": [f"^/{n}$" for n in names]})
+    return [str(c.name) for c in named] + [c.name for c in run_containers(client, run_id)]
+
+
 def remove_run(
     engine: Callable[[], DockerClient],
     run_id: str | None,

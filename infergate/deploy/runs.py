@@ -7,8 +7,8 @@ runs are still there, on the node where they are, whatever happened to the contr
 started them: no file on the controller or the head can disagree with them. The cluster lock
 (runlock.py) names the run that holds the cluster now.
 
-Nothing here touches a node: the listing is run by the caller (the deploy handle) and
-parsed here; removal.py removes through the Engine API, and the judge of a removal is here.
+Nothing here touches a node: removal.py lists and removes through each node's Engine API;
+the judges of what it found are here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from infergate.checks.containers import (
     RUN_LABEL,
     Container,
     down_command,
-    parse_docker_ps_json,
 )
 from infergate.checks.inimage import PROBE_LABEL
 from infergate.problems import Problem
@@ -29,27 +28,6 @@ from infergate.waiting import TIMEOUT_EXITS
 
 LABELS = (RUN_LABEL, PROBE_LABEL)  # every container of this suite carries one of them
 STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
-LIST_FORMAT = "{{json .}}"
-
-
-def list_command(run_id: str | None = None) -> str:
-    """`docker ps -a` of the containers of RUN_ID (of every run when None), one JSON per
-    label: docker ANDs the --filter flags of one call."""
-    calls = []
-    for label in LABELS:
-        value = f"{label}={run_id}" if run_id else label
-        calls.append(shlex.join(["docker", "ps", "-a", "--no-trunc", "--filter",
-                                 f"label={value}", "--format", LIST_FORMAT]))  # fmt: skip
-    return " && ".join(calls)
-
-
-def name_command(run_id: str, names: list[str]) -> str:
-    """`docker ps -a` of the containers named NAMES or labelled with RUN_ID: a launch whose
-    names or label are already taken must not start (its teardown would remove them)."""
-    name_filters = [a for n in names for a in ("--filter", f"name=^/{n}$")]
-    by_name = shlex.join(["docker", "ps", "-a", "--no-trunc", *name_filters, "--format",
-                          LIST_FORMAT])  # fmt: skip
-    return f"{by_name} && {list_command(run_id)}"
 
 
 @dataclass(frozen=True)
@@ -76,11 +54,11 @@ def of_runs(containers: list[Container]) -> list[RunContainer]:
     return list(found.values())
 
 
-def check_run_not_taken(run_id: str, listing: str) -> list[Problem]:
+def check_run_not_taken(run_id: str, names: list[str]) -> list[Problem]:
     """No container on the node carries this run's id, as a label or in its name, before the
-    launch starts (name_command's output): the run's teardown removes by label, and would
-    remove what is not its own."""
-    taken = sorted({c.name for c in parse_docker_ps_json(listing)})
+    launch starts (NAMES: removal.taken_names): the run's teardown removes by label, and
+    would remove what is not its own."""
+    taken = sorted(set(names))
     if not taken:
         return []
     inspect = shlex.join(["docker", "inspect", taken[0]])
