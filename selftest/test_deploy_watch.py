@@ -25,8 +25,8 @@ from infergate.deploy.watch import (
     error_lines,
     missing,
     oom_command,
-    parse_docker_top,
     parse_oom_kills,
+    parse_top,
     scan,
 )  # fmt: skip
 from infergate.fixtures.inventory import load_inventory
@@ -139,7 +139,10 @@ def test_inspection_gives_the_id_the_kernel_names_and_the_state() -> None:
 
 
 def test_docker_top_of_the_head_lists_its_engine_processes() -> None:
-    processes = parse_docker_top((DATA / "vllm-tp2-node1.docker-top.txt").read_text())
+    # `docker top` prints the API's answer as a table: its rows are the answer's Processes
+    lines = (DATA / "vllm-tp2-node1.docker-top.txt").read_text().splitlines()
+    rows = [line.split(None, 1) for line in lines[1:]]
+    processes = parse_top({"Titles": ["PID", "COMMAND"], "Processes": rows})
     names = [p.args.split()[0] for p in processes]
     assert "VLLM::EngineCore" in names
     assert "VLLM::Worker_TP0" in names

@@ -50,8 +50,8 @@ from infergate.deploy.watch import (
     apply_event,
     apply_inspect,
     oom_command,
-    parse_docker_top,
     parse_oom_kills,
+    parse_top,
     scan,
 )  # fmt: skip
 from infergate.docker_api import API_ERRORS, EngineUnreachable, create_container
@@ -61,7 +61,7 @@ from infergate.secrets import private_dir, write_private
 
 SETTLE_S = 3.0  # after a Traceback line, how long its cause may take to follow
 LOG_END_S = 2.0  # after a container stopped, for the rest of its log to arrive
-QUERY_S = 30.0  # a listing, `docker top`, a dmesg grep: each answers within a second
+QUERY_S = 30.0  # a dmesg grep: it answers within a second
 START_S = 120.0  # `docker run -d`: a container with GPUs, HCAs and mounts created
 EVIDENCE_S = 60.0  # a whole log, `docker inspect`, dmesg
 KERNEL_OOM = "dmesg 2>&1 | grep -iE 'out of memory|oom|killed process' | tail -50"
@@ -190,7 +190,8 @@ class Deployment:
                 self._start(step)
             else:
                 gates.wait_for(self, step)
-        self.ready_processes = self._each(self.processes, list(self.launch.containers))
+        started = [n for n, w in self.watches.items() if w.started]
+        self.ready_processes = self._each(self.processes, started)
         self.say(f"[{self.elapsed():6.1f} s] ready: {self.launch.endpoint}/v1")
 
     def elapsed(self) -> float:
@@ -352,8 +353,11 @@ class Deployment:
         return self.watches[node]
 
     def processes(self, node: str) -> list[Process]:
-        top = self.io(node, f"docker top {self.watches[node].container} -o pid,args", QUERY_S)
-        return parse_docker_top(top.stdout) if top.exit_status == 0 else []
+        """The processes of NODE's engine container (none when it is not running)."""
+        try:
+            return parse_top(self._container(node).top(ps_args="-o pid,args"))
+        except API_ERRORS:  # stopped or gone: rank_problems says so from its state
+            return []
 
     def rank_problems(self, node: str) -> list[Problem]:
         """A rank is alive when its container runs and every process it had when the API

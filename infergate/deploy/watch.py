@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,14 +145,11 @@ class Process:
     args: str
 
 
-def parse_docker_top(text: str) -> list[Process]:
-    """`docker top CONTAINER -o pid,args`.
+def parse_top(top: Mapping[str, Any]) -> list[Process]:
+    """The Engine API's `GET /containers/ID/top?ps_args=-o pid,args` (what `docker top`
+    prints, as rows).
 
-    Sample: ``PID    COMMAND\\n4127   /opt/venv/bin/python3 /opt/venv/bin/vllm serve ...``
+    Sample: ``{"Titles": ["PID", "COMMAND"], "Processes": [["4127", "/opt/venv/bin/python3
+    /opt/venv/bin/vllm serve ..."]]}``
     """
-    processes = []
-    for line in text.splitlines()[1:]:
-        pid, _, args = line.strip().partition(" ")
-        if pid.isdigit():
-            processes.append(Process(int(pid), args.strip()))
-    return processes
+    return [Process(int(pid), args) for pid, args in top.get("Processes") or [] if pid.isdigit()]
