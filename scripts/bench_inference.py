@@ -123,7 +123,9 @@ def main() -> int:
         if http_get(f"{base}/health", 5).status != 200:
             launch = plan_launch(plan, f"bench-{secrets.token_hex(3)}")
             nodes = {n.name: n for n in plan.nodes}
-            stack.enter_context(Deployment(launch, nodes, node_io(lab), print)).perform()
+            engines = {n: lab.engine(n) for n in nodes}
+            deployment = Deployment(launch, nodes, node_io(lab), print, engines=engines)
+            stack.enter_context(deployment).perform()
         warm = chat_body(plan.model.served_name, plan.inference.prompt, 8, ignore_eos=True)
         run_load(f"{base}/v1", CHAT_PATH, [warm] * 2, 1, 300)
         print(f"{'level':>5} {'ours tok/s':>11} {'vllm tok/s':>11} {'ratio':>6} {'ours TTFT':>10}"
