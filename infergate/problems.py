@@ -26,3 +26,10 @@ def describe_all(where: str, problems: list[Problem] | tuple[Problem, ...]) -> s
     lines = [f"{where}: {len(problems)} problem(s)"]
     lines += [f"  - {p.describe()}" for p in problems]
     return "\n".join(lines)
+
+
+def last_line(text: str, or_else: str = "") -> str:
+    """What a command said last (the last line of its stderr that is not blank): the cause a
+    message leads with; OR_ELSE when it said nothing."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else or_else

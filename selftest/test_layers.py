@@ -45,14 +45,6 @@ LAYERS = (
     ("infergate.cli", "infergate"),
 )  # fmt: skip
 PACKAGES = ("infergate.checks", "infergate.deploy", "infergate.inference")
-# Imports against the layers, to be moved (the issue-13 report names who moves them); the
-# test fails as well when one is gone, so that this list only ever shrinks
-TO_MOVE = {
-    # last_line, a text helper, belongs below both (in the plan layer)
-    ("infergate.ssh_config", "infergate.deploy.runs"),
-}
-
-
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -134,7 +126,7 @@ def upward_imports() -> set[tuple[str, str]]:
 
 
 def test_library_imports_run_down_the_layers():
-    assert upward_imports() == TO_MOVE
+    assert upward_imports() == set()
 
 
 @pytest.mark.parametrize("module", sorted(LIBRARY))

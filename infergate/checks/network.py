@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface
 
 from infergate.inventory import plan_key
-from infergate.problems import Problem
+from infergate.problems import Problem, last_line
 
 MTU_KEY = plan_key("fabric.mtu")
 
@@ -148,7 +148,7 @@ def check_peers_reachable(interface: str, results: list[PeerResult]) -> list[Pro
     return [
         Problem(
             found=f"{r.peer} ({r.address}) answered {r.received} of {r.sent} pings over "
-            f"{interface}" + (f": {_last_line(r.output)}" if r.sent == 0 else ""),
+            f"{interface}" + (f": {last_line(r.output, '(no output)')}" if r.sent == 0 else ""),
             planned=f"every peer answers over {interface}",
             remedy="check the link on both ends "
             f"(`{shlex.join(['ip', '-br', 'link', 'show', interface])}`, cable, switch port), "
@@ -157,11 +157,6 @@ def check_peers_reachable(interface: str, results: list[PeerResult]) -> list[Pro
         for r in results
         if r.sent == 0 or r.received < r.sent
     ]
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "(no output)"
 
 
 PING_DIR_PREFIX = "infergate-ping"  # its temporary directory: ${TMPDIR:-/tmp}/infergate-ping.*

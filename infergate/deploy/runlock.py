@@ -29,9 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from infergate.deploy.runs import last_line
 from infergate.inventory import Inventory
-from infergate.problems import Problem
+from infergate.problems import Problem, last_line
 from infergate.ssh_config import ssh_command
 
 LOCK_DIR = "/run/infergate/lock"  # tmpfs: a reboot leaves no stale holder note
@@ -124,7 +123,7 @@ def busy_problem(busy: Busy, wait_s: float, head: str) -> Problem:
 def no_reply_problem(status: int | None, stderr: str, head: str) -> Problem:
     """The head answered the lock request with neither HELD nor BUSY: no flock(1) there
     (127), its lock directory not writable (71), or no answer before the deadline (None)."""
-    said = last_line(stderr) or "no output"
+    said = last_line(stderr, "no output")
     cause = {127: "flock(1) is missing on the head: install util-linux there",
              71: f"{LOCK_DIR} cannot be written on the head: make it writable for the SSH user",
              None: "the head did not answer in time: check its load and `pytest -m preflight "

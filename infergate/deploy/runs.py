@@ -131,8 +131,3 @@ def removal_remedy(run_id: str | None, inventory_path: str | None, done: Exit) -
     return (f"{_cause(done)}; then run `{down_command(run_id, inventory_path)}`, or on the "
             f"node `{node_remove_hint(run_id)}`")  # fmt: skip
 
-
-def last_line(text: str) -> str:
-    """What a command said last (its stderr's last line): the cause a message leads with."""
-    lines = text.strip().splitlines()
-    return lines[-1] if lines else ""
