@@ -44,12 +44,15 @@ class ApiKey:
         return (self.value, *(k.value for k in self.shadowed))
 
 
-def engine_keys(flags: Sequence[str], env: Mapping[str, str]) -> list[ApiKey]:
+def engine_keys(
+    flags: Sequence[str], env: Mapping[str, str], env_key: str = f"engine.env.{ENGINE_ENV}"
+) -> list[ApiKey]:
     """The keys the plan serves with: `--api-key K [K2 ...]` or `--api-key=K` in the flags
-    (vLLM takes several), then VLLM_API_KEY in the head's environment."""
+    (vLLM takes several), then VLLM_API_KEY in the head's environment, which the plan holds
+    at ENV_KEY (the head's own `nodes[0].env.VLLM_API_KEY` where it sets it)."""
     found = [ApiKey(v, f"engine.flags {OPTION}") for v in _flag_values(flags)]
     if env.get(ENGINE_ENV):
-        found.append(ApiKey(env[ENGINE_ENV], f"engine.env {ENGINE_ENV}"))
+        found.append(ApiKey(env[ENGINE_ENV], env_key))
     return found
 
 
@@ -76,12 +79,16 @@ def _split_flags(flags: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def resolve_api_key(
-    option: str | None, environ: Mapping[str, str], flags: Sequence[str], env: Mapping[str, str]
+    option: str | None,
+    environ: Mapping[str, str],
+    flags: Sequence[str],
+    env: Mapping[str, str],
+    env_key: str = f"engine.env.{ENGINE_ENV}",
 ) -> ApiKey | None:
     """The key to send: the option, else INFERGATE_API_KEY, else OPENAI_API_KEY, else the
     plan's engine key; None when none is given (an empty value counts as none)."""
     given = [ApiKey(option or "", OPTION), *(ApiKey(environ.get(v, ""), v) for v in ENV_VARS)]
-    found = [k for k in given if k.value] + engine_keys(flags, env)
+    found = [k for k in given if k.value] + engine_keys(flags, env, env_key)
     if not found:
         return None
     first = found[0]

@@ -12,6 +12,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infergate.apikey import (
     HIDDEN,
@@ -27,6 +28,7 @@ from infergate.deploy.launch import HttpReady, Launch
 from infergate.fixtures.inventory import load_inventory
 from infergate.inference import client
 from infergate.inference.conformance import check_answer, check_models
+from infergate.inventory import parse_inventory
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import ROOT, run_suite
@@ -61,9 +63,21 @@ def test_the_option_comes_first_then_the_environment_then_the_plan() -> None:
         ("from-infergate", "INFERGATE_API_KEY"),
         ("from-openai", "OPENAI_API_KEY"),
         ("from-flags", "engine.flags --api-key"),  # an empty value counts as none
-        ("from-vllm-env", "engine.env VLLM_API_KEY"),
+        ("from-vllm-env", "engine.env.VLLM_API_KEY"),
     ]
     assert resolve_api_key(None, {"PATH": "/bin"}, ("--max-model-len", "1024"), {}) is None
+
+
+def test_a_key_the_head_sets_itself_is_named_at_the_heads_own_key() -> None:
+    """A remedy that says "unset engine.env.VLLM_API_KEY" to a plan whose head sets it in
+    its own env sends the operator to the wrong line."""
+    plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    plan["nodes"][0]["env"] = {"VLLM_API_KEY": "from-the-head"}
+    inventory = parse_inventory(plan)
+    head = inventory.head
+    key = resolve_api_key(None, {}, (), inventory.node_env(head), head.key_of("env.VLLM_API_KEY"))
+    assert key is not None
+    assert (key.value, key.source) == ("from-the-head", "nodes[0].env.VLLM_API_KEY")
 
 
 def test_the_plan_key_is_read_in_every_form_the_engines_take() -> None:
