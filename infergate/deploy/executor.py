@@ -36,6 +36,7 @@ from infergate.deploy.failure import (
     exited,
     failure_text,
     logs_remedy,
+    lost_problem,
     oom_problem,
     unreached,
     watch_problems,
@@ -146,6 +147,7 @@ class Deployment:
         self.engines: Mapping[str, DockerClient] = engines or {}
         self.streams = Streams()
         self._news: list[News] = []
+        self._lost: dict[str, list[News]] = {}  # node -> its streams that ended unclosed
         self._pool = ThreadPoolExecutor(max(1, len(nodes)))
 
     def __enter__(self) -> Deployment:
@@ -289,6 +291,8 @@ class Deployment:
         reached; fail on a fatal line or a stopped container, or on the kernel's OOM kill
         behind it, on whichever node it was."""
         self._take_news()
+        for node in list(self._lost):
+            self._judge_lost(node)
         started = [n for n, w in self.watches.items() if w.started]
         if stopped := [n for n in started if self.watches[n].state != "running"]:
             for node in stopped:  # its last lines say why: read them before judging
@@ -300,6 +304,25 @@ class Deployment:
             self.judge_oom()
             first = next(iter(troubled))
             self.fail({first: troubled[first]})
+
+    def _judge_lost(self, node: str) -> None:
+        """A stream of NODE ended before the launch closed it. A log ends when its container
+        exits too: an inspection that finds it stopped leaves it to be judged as an exit (its
+        exit code); a lost event stream, a container still running, or an engine that does
+        not answer the inspection mean the engine's connection is lost: fail now."""
+        lost = self._lost.pop(node)
+        found = "; ".join(n.lost for n in lost)
+        if all(n.lost_log for n in lost):
+            try:
+                container = self._container(node)
+                container.reload()
+            except API_ERRORS as e:
+                found += f"; its inspection failed too: {engine_said(e)}"
+            else:
+                apply_inspect(self.watches[node], container.attrs)
+                if self.watches[node].state != "running":
+                    return
+        self.fail({node: [lost_problem(node, found)]})
 
     def judge_oom(self) -> None:
         """Fail when the kernel OOM-killed a process in a started container: the cause of a
@@ -321,6 +344,9 @@ class Deployment:
         at = self.elapsed()
         for item in news:
             watch = self.watches[item.node]
+            if item.lost:
+                self._lost.setdefault(item.node, []).append(item)
+                continue
             if item.line is None:
                 apply_event(watch, item.event)
                 continue

@@ -114,6 +114,17 @@ def oom_problem(watch: NodeWatch) -> Problem:
                    "or plan a smaller KV cache")  # fmt: skip
 
 
+def lost_problem(node: str, found: str) -> Problem:
+    """A stream of NODE's engine ended while the launch still watched it (FOUND: which, and
+    on what): the node's dockerd restarted, or the SSH connection its socket is forwarded
+    through dropped. Nothing more of the node would be heard: the launch ends now, not at the
+    gate's deadline."""
+    remedy = (f"if its engine restarted, `sudo systemctl status docker` and `sudo journalctl -u "
+              f"docker` on {node} say why; if the SSH connection dropped, check the link and "
+              f"`ssh -O check {node}`; then launch again")  # fmt: skip
+    return Problem(found, "the node's Docker engine answering through the launch", remedy)
+
+
 def fatal_problem(watch: NodeWatch) -> Problem:
     """What the node's most specific fatal line means, with its remedy."""
     assert watch.fatal is not None

@@ -8,6 +8,11 @@ Lines are split on "\\n" only, as Docker stores them: a progress bar's "\\r" (tq
 loading) stays inside its line. Every stream is closed on `close` (the launch's end,
 whatever ended it); the threads are daemons, so a stream that does not close never holds the
 process. Nothing here reads a line's meaning: watch.py does.
+
+A stream that ends before `close` says so on the queue (`News.lost`, with what it ended on):
+an engine's connection that drops (its dockerd restarted, the SSH master or its forward gone)
+would otherwise end its reader in silence and leave the gate waiting for its deadline. A log
+also ends when its container exits: the watch tells the two apart (executor.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from docker import DockerClient
@@ -32,11 +37,14 @@ class Closable(Protocol):
 
 @dataclass(frozen=True)
 class News:
-    """One thing a node's engine said: a log line of its container, or an event."""
+    """One thing a node's engine said: a log line of its container, an event, or that one
+    of its streams ended before the launch closed it (LOST: which, and on what)."""
 
     node: str
     line: str | None = None
     event: dict[str, Any] = field(default_factory=dict)
+    lost: str = ""
+    lost_log: bool = False  # the lost stream was a container's log: its exit ends it too
 
 
 def lines_of(chunks: Iterable[bytes]) -> Iterator[str]:
@@ -63,12 +71,14 @@ class Streams:
     def follow_events(self, node: str, client: DockerClient, label: str) -> None:
         """The container events on NODE of what carries LABEL (key=value), from now on."""
         stream = client.events(decode=True, filters={"type": "container", "label": label})
-        self._follow(node, stream, lambda item: News(node, event=item))
+        lost = News(node, lost="the event stream of its engine")
+        self._follow(stream, lambda item: News(node, event=item), lost)
 
     def follow_log(self, node: str, container: Container) -> None:
         """CONTAINER's whole log, from its first line, then as it is written."""
         stream = container.logs(stream=True, follow=True)
-        reader = self._follow(node, stream, lambda line: News(node, line=line), lines_of)
+        lost = News(node, lost=f"the log stream of {container.name}", lost_log=True)
+        reader = self._follow(stream, lambda line: News(node, line=line), lost, lines_of)
         if reader is not None:
             self._logs[node] = reader
 
@@ -81,9 +91,9 @@ class Streams:
 
     def _follow(
         self,
-        node: str,
         stream: Any,  # docker-py's CancellableStream
         news: Callable[[Any], News],
+        lost: News,  # what to say when it ends before `close` (its error added)
         items: Callable[[Any], Iterable[Any]] = iter,
     ) -> threading.Thread | None:
         with self._lock:
@@ -91,17 +101,28 @@ class Streams:
                 stream.close()
                 return None
             self._open.append(stream)
-        thread = threading.Thread(target=self._pump, args=(stream, news, items), daemon=True,
-                                  name=f"infergate-stream-{node}")  # fmt: skip
+        thread = threading.Thread(target=self._pump, args=(stream, news, lost, items), daemon=True,
+                                  name=f"infergate-stream-{lost.node}")  # fmt: skip
         self._threads.append(thread)
         thread.start()
         return thread
 
-    def _pump(self, stream: Any, news: Callable[[Any], News], items: Callable[..., Any]) -> None:
-        # a stream closed under its reader (the launch's end) ends in an error of its socket
-        with contextlib.suppress(Exception):
+    def _pump(
+        self,
+        stream: Any,
+        news: Callable[[Any], News],
+        lost: News,
+        items: Callable[..., Any],
+    ) -> None:
+        said = "ended: the engine closed the connection"
+        try:
             for item in items(stream):
                 self.queue.put(news(item))
+        except Exception as e:  # whatever its socket raised: said, not hidden
+            said = f"ended: {type(e).__name__}: {e}"[:300]
+        with self._lock:  # closed under its reader (the launch's end): nothing was lost
+            if not self._closed:
+                self.queue.put(replace(lost, lost=f"{lost.lost} {said}"))
 
     def wait(self, seconds: float) -> list[News]:
         """What came, waiting up to SECONDS for the first of it."""
