@@ -65,6 +65,11 @@ class EngineUnreachable(Exception):
     address), what failed, and the command that mends it."""
 
 
+def engine_said(error: Exception) -> str:
+    """The engine's own words (APIError.explanation: "No such image: x:1"), or the error's."""
+    return str(getattr(error, "explanation", None) or error)
+
+
 @contextlib.contextmanager
 def node_engine(
     node: Node, ssh_config: Path | None, workdir: Path
