@@ -55,7 +55,7 @@ from infergate.deploy.watch import (
     parse_top,
     scan,
 )  # fmt: skip
-from infergate.docker_api import API_ERRORS, EngineUnreachable, create_container
+from infergate.docker_api import API_ERRORS, EngineUnreachable, create_container, engine_said
 from infergate.inventory import Node
 from infergate.problems import Problem, describe_all
 from infergate.secrets import private_dir, write_private
@@ -464,11 +464,6 @@ def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:
         return Heard(done.exit_status, hide(done.stdout), hide(done.stderr))
 
     return run
-
-
-def engine_said(error: Exception) -> str:
-    """The engine's own words (APIError.explanation: "No such image: x:1"), or the error's."""
-    return str(getattr(error, "explanation", None) or error)
 
 
 def _start_remedy(said: str, node: Node, launch: Launch) -> str:
