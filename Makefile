@@ -47,3 +47,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python scripts/bench_model_hash.py
 	$(BIN)/python scripts/bench_preflight_image.py
 	$(BIN)/python scripts/bench_inference.py
+	$(BIN)/python scripts/bench_watch.py
