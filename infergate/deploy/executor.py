@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import NoReturn, Protocol, TypeVar
 
 from docker import DockerClient
+from docker.errors import NotFound
 from docker.models.containers import Container
 
 from infergate import http_session
@@ -316,6 +317,9 @@ class Deployment:
             try:
                 container = self._container(node)
                 container.reload()
+            except NotFound:  # removed since: judged as gone
+                self.watches[node].state = "missing"
+                return
             except API_ERRORS as e:
                 found += f"; its inspection failed too: {engine_said(e)}"
             else:
