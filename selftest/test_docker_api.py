@@ -14,10 +14,20 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import docker
 import pytest
 import yaml
+from docker.errors import APIError
 
-from infergate.docker_api import _READ_HOST, EngineUnreachable, _check_master, _target, node_engine
+from infergate.docker_api import (
+    _READ_HOST,
+    API_ERRORS,
+    EngineUnreachable,
+    _check_master,
+    _target,
+    engine_said,
+    node_engine,
+)
 from infergate.inventory import parse_inventory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,3 +116,12 @@ def test_an_engine_that_does_not_answer_is_named(monkeypatch, open_dir):
     assert said.startswith(f"here (localhost): its Docker engine at unix://{open_dir}/none.sock")
     assert "does not answer" in said
     assert "`sudo systemctl start docker` starts it" in said
+
+
+def test_the_engine_is_quoted_in_its_own_words_else_the_error_is(open_dir):
+    refused = APIError("404 Client Error: Not Found", explanation="No such image: x:1")
+    assert engine_said(refused) == "No such image: x:1"
+    client = docker.DockerClient(base_url=f"unix://{open_dir}/none.sock", version="1.41")
+    with pytest.raises(API_ERRORS) as lost:  # no engine there: requests' own error
+        client.containers.list()
+    assert "No such file or directory" in engine_said(lost.value)
