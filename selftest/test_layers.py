@@ -45,6 +45,8 @@ LAYERS = (
     ("infergate.cli", "infergate"),
 )  # fmt: skip
 PACKAGES = ("infergate.checks", "infergate.deploy", "infergate.inference")
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -130,4 +130,3 @@ def removal_remedy(run_id: str | None, inventory_path: str | None, done: Exit) -
     """Lead with the cause, then the command that finishes the removal."""
     return (f"{_cause(done)}; then run `{down_command(run_id, inventory_path)}`, or on the "
             f"node `{node_remove_hint(run_id)}`")  # fmt: skip
-
