@@ -142,12 +142,6 @@ def test_the_performance_tests_skip_only_through_the_strict_helper() -> None:
     assert source.count("skip_unconfigured(") == 3
 
 
-SHOWS_DIST = """
-def pytest_collection_finish(session):
-    print("dist:", session.config.option.dist)
-"""
-
-
 @pytest.mark.parametrize(
     ("given", "backstop"), [((), "600.0s"), (("-o", "timeout=7"), "7.0s")], ids=["none", "ini"]
 )
@@ -159,10 +153,28 @@ def test_a_run_without_a_timeout_of_its_own_gets_the_backstop(
     assert f"timeout: {backstop}" in said(run)
 
 
-def test_xdist_alone_keeps_the_groups_together(pytester: pytest.Pytester) -> None:
-    """`-n 2` with no --dist: xdist's `load` would split the in-image tests' one rendezvous."""
-    pytester.makepyfile(shows_dist=SHOWS_DIST)
+GROUPED = """
+import pytest
+
+pytestmark = pytest.mark.xdist_group("deployment")
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_one_launch(i):
+    pass
+"""
+
+
+def test_xdist_alone_runs_a_group_on_one_worker(pytester: pytest.Pytester) -> None:
+    """`-n 2` with no --dist: xdist's `load` would split the deployment's tests over both
+    workers, each launching the same run (and the in-image tests' one rendezvous). The
+    workers parse `-n 2` again, so they too must know the run goes by group; and pytest
+    9.2's node ids ignore xdist 3.8's group suffix (pytest-xdist#1386), hence the pin."""
+    pytester.makepyfile(test_grouped=GROUPED)
     run = pytester.runpytest_subprocess(
-        *COLLECT, f"--inventory={LAB}", "-p", "shows_dist", "-n", "2", "-s"
+        f"--inventory={LAB}", "-p", "no:cacheprovider", "-n", "2", "-v"
     )
-    assert "dist: loadgroup" in said(run)
+    ran = [line for line in run.stdout.lines if "PASSED" in line]
+    assert len(ran) == 6, said(run)
+    assert all(line.rstrip().endswith("@deployment") for line in ran), said(run)
+    assert len({line.split()[0] for line in ran}) == 1, said(run)  # one worker: [gw0] or [gw1]
