@@ -55,7 +55,10 @@ def read_junit(path: Path) -> dict[str, Outcome]:
     outcomes = {}
     for case in ET.parse(path).getroot().iter("testcase"):
         module = case.get("classname", "").rsplit(".", 1)[-1]
-        name = f"{module}.py::{case.get('name')}"
+        test = case.get("name", "")
+        if test.rfind("@") > test.rfind("]"):  # xdist's loadgroup tags a test: x[node1]@node1
+            test = test[: test.rfind("@")]
+        name = f"{module}.py::{test}"
         status, message = "passed", ""
         for tag in ("failure", "error", "skipped"):
             found = case.find(tag)
