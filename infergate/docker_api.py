@@ -183,11 +183,17 @@ def remove_labelled(
     SIGTERM first and SIGKILL after that many seconds. Their names."""
     found = client.containers.list(all=True, filters={"label": label})
     for container in found:
-        with contextlib.suppress(NotFound):  # gone meanwhile: what was asked
-            if stop_grace_s is not None:
-                container.stop(timeout=stop_grace_s)
-            container.remove(force=True)
+        stop_and_remove(container, stop_grace_s)
     return [str(c.name) for c in found]
+
+
+def stop_and_remove(container: Container, stop_grace_s: int | None = None) -> None:
+    """Remove CONTAINER; with STOP_GRACE_S, SIGTERM first and SIGKILL after that many
+    seconds. One that is gone meanwhile is what was asked."""
+    with contextlib.suppress(NotFound):
+        if stop_grace_s is not None:
+            container.stop(timeout=stop_grace_s)
+        container.remove(force=True)
 
 
 def _remote_target(node: Node, config: Path) -> str:

@@ -16,7 +16,7 @@ from docker.errors import NotFound
 
 from infergate.checks.containers import Container
 from infergate.deploy.runs import LABELS, STOP_GRACE_S, Exit, RunContainer, check_removed, of_runs
-from infergate.docker_api import API_ERRORS, EngineUnreachable
+from infergate.docker_api import API_ERRORS, EngineUnreachable, stop_and_remove
 from infergate.problems import Problem
 from infergate.waiting import TIMEOUT_EXITS
 
@@ -59,9 +59,7 @@ def remove_run(
     for c in found:
         try:
             with contextlib.suppress(NotFound):  # gone by itself meanwhile: what was asked
-                container = client.containers.get(c.name)
-                container.stop(timeout=STOP_GRACE_S)
-                container.remove(force=True)
+                stop_and_remove(client.containers.get(c.name), STOP_GRACE_S)
         except FAILURES as e:
             removal = failed(e)
     try:
