@@ -14,7 +14,7 @@ from pathlib import Path
 
 from infergate_lab import layout as L
 from infergate_lab.layout import NodeSpec
-from infergate_lab.shell import LabError, mounted, run
+from infergate_lab.shell import LabError, mounted, run, unmount
 from infergate_lab.state import LabState, NodeRecord
 
 # Runs inside the node's fresh namespaces: $1 hostname, $2 an empty scratch dir, $3 models,
@@ -95,10 +95,9 @@ def ensure_node_ns(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
 
 def release_handles(handles: Sequence[str]) -> None:
     """Unmount namespace handles and delete their files; the namespace dies with its last
-    process. A handle that is busy is detached lazily rather than left behind."""
+    process."""
     for h in handles:
-        if mounted(h) and run(["umount", h], check=False).returncode != 0:
-            run(["umount", "-l", h])
+        unmount(h)
         Path(h).unlink(missing_ok=True)
 
 

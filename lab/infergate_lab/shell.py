@@ -69,6 +69,14 @@ def mounted(path: str | Path) -> bool:
     return str(path) in mount_points()
 
 
+def unmount(path: str | Path) -> None:
+    """Unmount path if it is a mount point; one still busy (a process that entered a node's
+    namespaces and outlived it) is detached lazily rather than left behind, where the next
+    `up` would reuse it."""
+    if mounted(path) and run(["umount", str(path)], check=False).returncode != 0:
+        run(["umount", "-l", str(path)])
+
+
 # Starts "$@" detached from us (reparented to init once this sh exits) in a new session,
 # after moving itself into the cgroup whose cgroup.procs is $1, logging to $2; prints its
 # pid. setsid does not fork here (a background job is no group leader), so every exec down

@@ -15,7 +15,7 @@ from infergate_lab import net
 from infergate_lab.cgroups import Cgroups, remove_tree
 from infergate_lab.namespaces import release_handles
 from infergate_lab.procs import Proc, start_time, stop, tree
-from infergate_lab.shell import LabError, mount_points, mounted, run
+from infergate_lab.shell import LabError, mount_points, mounted, run, unmount
 from infergate_lab.state import LabState, NodeRecord
 
 Say = Callable[[str], None]
@@ -89,8 +89,7 @@ def remove_shared(state: LabState) -> None:
     for ns in reversed(state.netns):
         net.delete_netns(ns)
     for m in reversed(state.mounts):
-        if mounted(m):
-            run(["umount", m])
+        unmount(m)
     for cg in reversed(state.cgroups):
         remove_tree(Path(cg))
     for f in (L.STATE_FILE, L.INVENTORY_FILE):
