@@ -39,6 +39,7 @@ IN_IMAGE_PER_NODE = (
     "test_in_image.py::test_model_architecture_supported_by_image",
     "test_in_image.py::test_engine_flags_accepted_by_image",
     "test_in_image.py::test_no_stray_nccl_conf_in_image",
+    "test_known_bad.py::test_image_versions_not_known_bad",
 )
 MTU = "test_fabric.py::test_fabric_mtu_equal_on_every_node"
 DIST_INIT = "test_fabric.py::test_dist_init_port_reachable_from_every_node"

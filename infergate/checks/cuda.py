@@ -45,6 +45,7 @@ _FORWARD_COMPAT_GPUS = frozenset(
 )
 CURESULT_NAMES = {
     35: "cudaErrorInsufficientDriver",
+    802: "CUDA_ERROR_SYSTEM_NOT_READY",
     803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
     804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
 }
@@ -173,7 +174,7 @@ _BANNER = re.compile(
     r"built for NVIDIA Driver Release (\S+) or later, but version \S+ was detected "
     r"and compatibility mode is UNAVAILABLE"
 )
-_RUNTIME_ERROR = re.compile(r"Error (80[34]): ([^(\n]+)")
+_RUNTIME_ERROR = re.compile(r"Error (80[234]): ([^(\n]+)")
 _TORCH_ERROR = re.compile(r"torch cuda error: (.+)")  # gpu_probe.py's line for any other error
 _TOO_OLD = re.compile(r"driver on your system is too old \(found version (\d+)\)")  # torch: 35
 
@@ -309,11 +310,24 @@ def _init_remedy(
     image's CUDA is newer than the driver's (or unknown)."""
     fix = _fix(driver_cuda, image_cuda, init.wants_driver)
     native = image_cuda is not None and image_cuda <= driver_cuda
+    if init.code == 802:
+        return _FABRIC_MANAGER
     if init.code == 803:
         return _mismatch_remedy(fix, native, image_cuda is None, libs)
     if init.code == 804:
         return _refused_remedy(fix, native, gpu_name)
     return fix
+
+
+# 802 "system not yet initialized": on NVSwitch systems (HGX A100/H100/H200/B200) CUDA waits
+# for the fabric manager, which must run at the driver's exact version (pytorch/pytorch#35710,
+# huggingface/huggingface_hub#4134, aws-deep-learning-ami-ubuntu-dcv-desktop#33)
+_FABRIC_MANAGER = (
+    "the NVSwitch fabric is not initialised: the fabric manager is missing, stopped or at "
+    "another version than the driver: `systemctl status nvidia-fabricmanager` (start and enable "
+    "it), and `nv-fabricmanager --version` must equal `cat /proc/driver/nvidia/version`; "
+    "install nvidia-fabricmanager of the driver's version if absent"
+)
 
 
 def _mismatch_remedy(fix: str, native: bool, unknown: bool, libs: CompatFacts | None) -> str:

@@ -24,12 +24,15 @@ from infergate.checks.gpu import (
     parse_nvidia_smi_query_gpu,
     parse_nvidia_smi_table,
 )
+from infergate.checks.gpu_health import GpuHealth, parse_nvidia_smi_health
+from infergate.checks.gpu_kernel import KernelGpuLog, parse_kernel_gpu_log, parse_nvml_library
 from infergate.checks.host import DockerEngine, parse_docker_version, parse_os_release
 from infergate.checks.image import parse_image_id
 from infergate.checks.memory import MemoryFacts, memory_facts
 from infergate.checks.model import FileStat, parse_find_files, parse_safetensors_index
 from infergate.checks.network import Interface, parse_ip_addr_json
 from infergate.checks.ports import Listening, parse_ss_listening
+from infergate.checks.pressure import MemoryPressure, parse_proc_swaps, parse_psi_memory
 from infergate.checks.probe import SECTION_DEADLINE, Section
 from infergate.checks.rdma_sysfs import RdmaPort, parse_rdma_sysfs
 from infergate.waiting import TIMEOUT_EXITS, ran_past
@@ -194,3 +197,35 @@ def compat_libs_of(sections: Sections) -> CompatLibs:
         compat_driver=parse_ls_compat(compat.text) if compat.rc == 0 else None,
         on_path=compat_on_loader_path(parse_ldconfig_libcuda(ldconfig.text)),
     )
+
+
+def pressure_of(sections: Sections) -> MemoryPressure:
+    """Swap areas and PSI `some avg10`; a kernel without PSI (no /proc/pressure) gives None."""
+    psi = finished(sections, "psi-memory", Section(1, "(section missing)"))
+    try:
+        avg10 = parse_psi_memory(psi.text) if psi.rc == 0 else None
+    except (ValueError, KeyError) as e:
+        raise ProbeError(f"/proc/pressure/memory does not parse: {e}") from None
+    return MemoryPressure(parse_proc_swaps(section_text(sections, "swaps")), avg10)
+
+
+def gpu_health_of(sections: Sections) -> list[GpuHealth]:
+    return parse_nvidia_smi_health(section_text(sections, "gpu-health"))
+
+
+def kernel_gpu_log_of(sections: Sections) -> KernelGpuLog:
+    """The kernel's NVRM/Xid lines; a refused dmesg is a log marked unreadable, not an error."""
+    section = finished(sections, "gpu-kernel-log", Section(127, "(section missing)"))
+    return parse_kernel_gpu_log(section.text, section.rc)
+
+
+def nvml_versions_of(sections: Sections) -> tuple[str, str | None, str | None]:
+    """nvidia-smi's own output, the loaded kernel module's version, the NVML library's."""
+    smi = sections.get("nvidia-smi", Section(127, "")).text
+    module = sections.get("driver-version", Section(1, ""))
+    library = sections.get("nvml-library", Section(1, ""))
+    try:
+        loaded = parse_proc_driver_version(module.text) if module.rc == 0 else None
+    except ValueError:
+        loaded = None
+    return smi, loaded, parse_nvml_library(library.text) if library.rc == 0 else None

@@ -14,6 +14,8 @@ import shlex
 from dataclasses import dataclass
 
 from infergate.checks.gpu import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
+from infergate.checks.gpu_health import HEALTH_FIELDS
+from infergate.checks.gpu_kernel import KERNEL_GPU_LOG, NVML_LIBRARY
 from infergate.problems import Problem
 from infergate.waiting import LOOK_AT, Deadline
 
@@ -82,6 +84,8 @@ HOST_SECTIONS = (
     ("cgroup-memory", CGROUP_MEMORY),
     ("ip-addr", "ip -j addr show"),
     ("docker-version", "docker version --format '{{json .}}'"),
+    ("swaps", "cat /proc/swaps"),  # zram shows here too, as /dev/zram0
+    ("psi-memory", "cat /proc/pressure/memory"),  # no such file: a kernel without PSI
 )
 
 
@@ -95,6 +99,10 @@ GPU_SECTIONS = (
     ("driver-version", "cat /proc/driver/nvidia/version"),
     ("cuda-compat", "ls -l /usr/local/cuda/compat"),
     ("ldconfig-cuda", "ldconfig -p | grep libcuda"),
+    ("gpu-health", f"nvidia-smi --query-gpu={','.join(HEALTH_FIELDS)} "
+     "--format=csv,noheader,nounits"),
+    ("gpu-kernel-log", KERNEL_GPU_LOG),
+    ("nvml-library", NVML_LIBRARY),
 )  # fmt: skip
 
 

@@ -6,11 +6,16 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from infergate.checks import facts as read
+from infergate.checks.gpu_health import health_summary
 from infergate.checks.memory import gib
+from infergate.checks.pressure import describe
 from infergate.inventory import Node
 
 T = TypeVar("T")
-COLUMNS = ("node", "address", "driver", "CUDA", "image", "model", "usable mem", "fabric", "MTU")
+COLUMNS = (
+    *("node", "address", "driver", "CUDA", "image", "model", "usable mem", "fabric", "MTU"),
+    *("swap, PSI", "GPU health"),
+)
 
 
 def _or_unknown(reader: Callable[[read.Sections], T], sections: read.Sections) -> T | None:
@@ -28,6 +33,8 @@ def summary_row(node: Node, sections: read.Sections) -> dict[str, str]:
     model = _or_unknown(read.model_of, sections)
     memory = _or_unknown(read.memory_of, sections)
     iface = (_or_unknown(read.interfaces_of, sections) or {}).get(node.fabric.interface)
+    pressure = _or_unknown(read.pressure_of, sections)
+    health = _or_unknown(read.gpu_health_of, sections)
     files = model.files if model else None
     return {
         "node": node.name,
@@ -41,6 +48,8 @@ def summary_row(node: Node, sections: read.Sections) -> dict[str, str]:
         "usable mem": gib(memory.usable) if memory else "?",
         "fabric": ", ".join(str(a) for a in iface.addresses) if iface else "missing",
         "MTU": str(iface.mtu) if iface else "?",
+        "swap, PSI": describe(pressure) if pressure else "?",
+        "GPU health": health_summary(health) if health is not None else "-",
     }
 
 
