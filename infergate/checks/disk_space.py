@@ -42,7 +42,7 @@ JIT_HEADROOM_GIB = 4.0
 class Need:
     path: str  # where on the host
     gib: float
-    why: str  # what the engine puts there
+    why: str  # what the engine puts there (for JIT headroom: the caches it is for)
     headroom: bool = False  # JIT headroom: counted once per file system
 
 
@@ -64,10 +64,10 @@ def cache_needs(env: Mapping[str, str], volumes: Sequence[Volume], root: str | N
         if mapped is None:
             in_layer.append(name)
         else:
-            needs.append(Need(mapped, JIT_HEADROOM_GIB, f"JIT headroom ({name})", headroom=True))
+            needs.append(Need(mapped, JIT_HEADROOM_GIB, name, headroom=True))
     if root:
-        layer = f"the container's layer ({', '.join(in_layer)})" if in_layer else "containers"
-        needs.append(Need(root, JIT_HEADROOM_GIB, f"JIT headroom ({layer})", headroom=True))
+        layer = f"{', '.join(in_layer)} in the container's layer" if in_layer else "containers"
+        needs.append(Need(root, JIT_HEADROOM_GIB, layer, headroom=True))
     return needs
 
 
@@ -113,12 +113,14 @@ def check_disk_space(needs: Sequence[Need], facts: DiskFacts) -> list[Problem]:
 
 def _short(mount: Mount, group: list[Need]) -> Problem | None:
     headroom = [n for n in group if n.headroom]
-    counted = [n for n in group if not n.headroom] + headroom[:1]
-    total = sum(n.gib for n in counted)
+    copies = [n for n in group if not n.headroom]
+    total = sum(n.gib for n in copies) + (JIT_HEADROOM_GIB if headroom else 0)
     if mount.avail is None or mount.avail / GIB >= total:
         return None
     paths = ", ".join(dict.fromkeys(n.path for n in group))
-    whys = [f"{n.gib:g} GiB {n.why}" for n in counted] + [n.why for n in headroom[1:]]
+    whys = [f"{n.gib:g} GiB {n.why}" for n in copies]
+    if headroom:
+        whys.append(f"{JIT_HEADROOM_GIB:g} GiB JIT headroom ({'; '.join(n.why for n in headroom)})")
     target = mount.target or paths
     free = mount.avail / GIB
     fix = f"free {total - free:.1f} GiB on {target}: `du -xh -d 2 {target} | sort -h | tail`"
