@@ -429,10 +429,25 @@ def _model(data: object, path: str) -> Model:
 def _absolute_path(data: object, path: str) -> str:
     found = v.text(data, path)
     if not found.startswith("/"):  # the same path on every node: relative to what?
-        raise InventoryError(path, f"{found!r} is not an absolute path")
+        raise InventoryError(path, f"{found!r} is not an absolute path" + _hub_hint(found))
     if ":" in found or "," in found:  # `docker run -v PATH:PATH:ro` would split it
         raise InventoryError(path, f"{found!r} holds ':' or ',', which a docker mount splits on")
     return found
+
+
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # org/name, as the Hugging Face hub names a repo
+
+
+def _hub_hint(found: str) -> str:
+    """For a hub id given as the model: the engine would download it on every node at every
+    launch, and an offline node fails; the weights belong on each node's disk."""
+    if not _HUB_ID.fullmatch(found):
+        return ""
+    local = f"/srv/models/{found.rsplit('/', 1)[1]}"
+    return (
+        f" but a hub id: download it once (`hf download {found} --local-dir {local}`), copy "
+        f"it to every node and plan {local}"
+    )
 
 
 def _engine(data: object, path: str) -> Engine:

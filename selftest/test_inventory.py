@@ -76,6 +76,8 @@ def test_lab_node_env_resolves_placeholders_per_node() -> None:
         "VLLM_HOST_IP": "10.252.0.12",
         "GLOO_SOCKET_IFNAME": "fab0",
         "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_ENDPOINT": "http://10.252.0.11:9",  # {head_fabric_ip}
+        "HF_HUB_OFFLINE": "1",
         "VLLM_CPU_OMP_THREADS_BIND": "1",  # {node_index}: node2 is the second node
     }
 

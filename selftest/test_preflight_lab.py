@@ -34,6 +34,8 @@ PER_NODE = (
     "test_containers.py::test_no_foreign_containers",
     "test_model.py::test_model_files_present",
     "test_engine.py::test_engine_env_names_exist_on_node",
+    "test_disk.py::test_disk_room_for_image_model_and_caches",
+    "test_offline.py::test_tokenizer_is_a_local_path",
 )
 IN_IMAGE_PER_NODE = (
     "test_in_image.py::test_model_architecture_supported_by_image",
@@ -49,7 +51,10 @@ MODEL_SAME = "test_model.py::test_model_same_files_and_sizes_on_every_node"
 MODEL_CONTENT = "test_model.py::test_model_content_identical_on_every_node"
 PINNED = "test_engine.py::test_engine_env_pins_the_fabric"
 PORTS = "test_engine.py::test_engine_ports_free_on_head"
+SHARED_CACHES = "test_disk.py::test_compile_caches_not_shared_between_nodes"
+HUB_OFFLINE = "test_offline.py::test_hub_offline_mode_where_the_hub_is_unreachable"
 CLUSTER = (MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, PINNED, PORTS)
+CLUSTER += (SHARED_CACHES, HUB_OFFLINE)
 RENDEZVOUS = "test_in_image.py::test_rendezvous_all_reduce_across_nodes"
 PARITY = "test_parity.py::test_stack_identical_on_every_node"
 HOST_ONLY = ("-m", "preflight and not image")
@@ -133,6 +138,7 @@ def test_sshd_stopped_names_the_node_quickly(engine_lab, pytester):
     engine_lab.apply_fault("sshd-stop", "node2")
     run = host_level(pytester)
     needs_node2 = {MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT}
+    needs_node2 |= {SHARED_CACHES, HUB_OFFLINE}
     assert run.red() == {f"{t}[node2]" for t in PER_NODE} | needs_node2, run.output
     for test in run.red():
         assert "node2 (10.251.0.12) is unreachable over SSH" in run.message(test), test

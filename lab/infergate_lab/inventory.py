@@ -43,6 +43,10 @@ engine:
     VLLM_HOST_IP: "{{fabric_ip}}"
     GLOO_SOCKET_IFNAME: "{{fabric_interface}}"
     VLLM_CPU_KVCACHE_SPACE: "1"     # GiB of KV cache; vLLM's default would not fit a node
+    # the lab is offline: the hub is a lab address where nothing listens (the preflight's
+    # dial to it never leaves the lab), and the engine is told not to ask it
+    HF_ENDPOINT: "http://{{head_fabric_ip}}:9"
+    HF_HUB_OFFLINE: "1"
 {binding}  # each node's own torch.compile cache: a second launch skips the ~30 s of compiling
   docker_args: [-v, /root/.cache/vllm:/root/.cache/vllm]
 thresholds:
