@@ -34,11 +34,15 @@ PER_NODE = (
     "test_containers.py::test_no_foreign_containers",
     "test_model.py::test_model_files_present",
     "test_engine.py::test_engine_env_names_exist_on_node",
+    "test_kv_budget.py::test_context_length_fits_kv_cache",
 )
 IN_IMAGE_PER_NODE = (
     "test_in_image.py::test_model_architecture_supported_by_image",
     "test_in_image.py::test_engine_flags_accepted_by_image",
     "test_in_image.py::test_no_stray_nccl_conf_in_image",
+    "test_launch_container.py::test_chat_template_renders_in_image",
+    "test_launch_container.py::test_launch_container_open_files",
+    "test_launch_container.py::test_launch_container_caches_writable",
 )
 MTU = "test_fabric.py::test_fabric_mtu_equal_on_every_node"
 DIST_INIT = "test_fabric.py::test_dist_init_port_reachable_from_every_node"
