@@ -25,9 +25,10 @@ def test_chat_template_renders_in_image(image_facts, node):
 
 def test_launch_container_open_files(image_facts, node, inventory):
     """The launch's container (engine.docker_args included) lets the engine open at least
-    max(65536, 4 x the highest inference.concurrency) files."""
+    max(thresholds.min_open_files, 4 x the highest inference.concurrency) files."""
     concurrency = max(inventory.inference.concurrency, default=1)
-    fail_on(node, check_open_files(image_facts.part("container"), concurrency))
+    floor = inventory.thresholds.min_open_files
+    fail_on(node, check_open_files(image_facts.part("container"), concurrency, floor))
 
 
 def test_launch_container_locked_memory_unlimited(image_facts, node):

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from infergate.inventory import plan_key
 from infergate.problems import Problem
 
-NOFILE_FLOOR = 65536
+FLOOR_KEY = plan_key("thresholds.min_open_files")
 ENGINE_RAISES_TO = 65535  # the soft limit the engines set themselves, within the hard one
 FDS_PER_REQUEST = 4  # a request's socket, its stream and the engine's own per request
 UNLIMITED = -1  # RLIM_INFINITY as Python's resource module reports it
@@ -30,23 +31,24 @@ def _effective(soft: int, hard: int) -> int:
     return max(soft, ceiling)
 
 
-def check_open_files(container: dict[str, Any], concurrency: int) -> list[Problem]:
+def check_open_files(container: dict[str, Any], concurrency: int, floor: float) -> list[Problem]:
     """The container's open-files limit, as the engine raises it, covers the planned
-    concurrency: at least max(65536, 4 x the highest inference.concurrency)."""
+    concurrency: at least max(FLOOR (thresholds.min_open_files, 65536 by default), 4 x the
+    highest inference.concurrency)."""
     if "error" in container:
         return [_unread(container)]
     soft, hard = container["limits"]["nofile"]
-    needed = max(NOFILE_FLOOR, FDS_PER_REQUEST * concurrency)
+    needed = max(int(floor), FDS_PER_REQUEST * concurrency)
     got = _effective(soft, hard)
-    if got == UNLIMITED or got >= needed - 1:  # 65535, the engines' own target, is enough
+    if got == UNLIMITED or got + 1 >= needed:  # the engines' own 65535 meets the 65536 floor
         return []
     value = max(needed, 1048576)
     return [
         Problem(
             found=f"open files {soft} soft, {hard} hard in the launch's container (the engine "
             f"raises its soft limit to at most {got})",
-            planned=f"at least {needed} (65536, or {FDS_PER_REQUEST} x the highest "
-            f"inference.concurrency {concurrency})",
+            planned=f"at least {needed} ({FLOOR_KEY} {floor:g}, or {FDS_PER_REQUEST} x the "
+            f"highest inference.concurrency {concurrency})",
             remedy=f"add `--ulimit nofile={value}:{value}` to engine.docker_args, or remove "
             "the --ulimit nofile there that lowers it (dockerd's default-ulimits in "
             "/etc/docker/daemon.json sets it for every container)",
@@ -66,7 +68,7 @@ def check_locked_memory(container: dict[str, Any]) -> list[Problem]:
     return [
         Problem(
             found=f"locked memory {_kib(soft)} soft, {_kib(hard)} hard in the launch's container",
-            planned="unlimited (the plan names HCAs: fabric.hcas)",
+            planned="unlimited (the plan names HCAs: nodes[].fabric.hcas)",
             remedy="remove the `--ulimit memlock=...` in engine.docker_args that bounds it, or "
             "set `--ulimit memlock=-1:-1` there",
         )
