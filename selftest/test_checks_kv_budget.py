@@ -111,7 +111,13 @@ def test_an_h200_rank_gives_its_memory_times_utilization_less_its_weights():
 @pytest.mark.parametrize(
     "line",
     [
-        # vLLM's v1 engine (vllm/v1/core/kv_cache_utils.py, _check_enough_kv_cache_memory)
+        # vLLM 0.32.0 as the lab image has it (vllm/v1/core/kv_cache_utils.py:1031, its
+        # format string filled in with the lab plan's figures under --max-model-len 131072)
+        "ValueError: To serve at least one request with the model's max seq len (131072), "
+        "(1.41 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(1.00 GiB). Based on the available memory, the estimated maximum model length is "
+        "93206. Try increasing `gpu_memory_utilization` (which also controls",
+        # vLLM's main branch (_check_enough_kv_cache_memory: "models's")
         "ValueError: To serve at least one request with the models's max seq len (131072), "
         "(2.81 GiB KV cache is needed, which is larger than the available KV cache memory "
         "(1.00 GiB). Based on the available memory, the estimated maximum model length is "
