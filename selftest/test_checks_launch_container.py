@@ -27,6 +27,7 @@ from infergate.docker_cli import ContainerSpec
 from selftest.test_checks_inimage import lookup
 
 LAB = Path(__file__).parent / "data" / "lab"
+DEVICE = Path(__file__).parent / "data" / "h200-device"
 # the probe's functions without its main: what `container()` returns, as JSON
 READ = "import json, sys; ns = {'__name__': 'probe'}; exec(sys.stdin.read(), ns); "
 READ += "print(json.dumps(ns['container']()))"
@@ -76,6 +77,12 @@ def test_the_labs_launch_container_passes_but_its_bounded_memlock_would_not_serv
     (problem,) = check_locked_memory(healthy)  # the lab plans no HCAs: its dockerd's limit
     assert problem.found == "locked memory 8192 KiB soft, 8192 KiB hard in the launch's container"
     assert "--ulimit memlock=-1:-1" in problem.remedy
+
+
+def test_an_h200_hosts_unlimited_locked_memory_passes():
+    h200 = body(parse_sections((DEVICE / "inimage-container-default.txt").read_text())["container"])
+    assert h200["limits"]["memlock"] == [-1, -1]
+    assert check_locked_memory(h200) == []
 
 
 def test_bounded_locked_memory_is_named_in_kib():
