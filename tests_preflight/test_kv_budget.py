@@ -23,15 +23,16 @@ def test_context_length_fits_kv_cache(probes, node, inventory):
     shape = read_fact(node, sections, kv_shape_of)
     context = planned_context(engine.kind, engine.flags, shape)
     if context is None:
-        pytest.skip("engine.flags leave the context length to the engine (-1 or auto)")
+        pytest.skip("engine.flags leave the context length to the engine (-1 or auto), or "
+                    "config.json names no max_position_embeddings")  # fmt: skip
     memory = read_fact(node, sections, lambda s: rank_memory_of(s, node.gpus))
     world = sum(n.ranks for n in inventory.nodes)
     weights = (inventory.model.size_gib or 0.0) * GIB / world
     env = inventory.node_env(node)
     budget = rank_kv_budget(engine.kind, engine.flags, env, memory, weights)
     if budget is None:
-        pytest.skip(f"{node.where}: no GPUs planned and VLLM_CPU_KVCACHE_SPACE unset (the "
-                    "engine sizes its CPU KV cache from the node's memory)")  # fmt: skip
+        pytest.skip(f"{node.where}: no GPUs planned, and no VLLM_CPU_KVCACHE_SPACE in its "
+                    "env to size vLLM's CPU KV cache (the engine sizes it itself)")  # fmt: skip
     parallel = (engine.tensor_parallel, engine.pipeline_parallel)
     cache_dtype = flag_value(engine.flags, "--kv-cache-dtype")
     fail_on(node, check_context_fits(shape, context, budget, parallel, cache_dtype))

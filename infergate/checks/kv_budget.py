@@ -139,12 +139,13 @@ def gpu_kv_budget(memory_bytes: float, utilization: float, weights_bytes: float)
     return KvBudget(memory_bytes * utilization - weights_bytes, source)
 
 
-def utilization(kind: str, flags: Sequence[str]) -> tuple[float, str]:
-    """The fraction of GPU memory the engine takes, and the flag that sets it."""
-    name = "--mem-fraction-static" if kind == "sglang" else "--gpu-memory-utilization"
-    value = flag_value(flags, name)
-    default = SGLANG_FRACTION if kind == "sglang" else VLLM_UTILIZATION
-    return (float(value) if value else default), name
+def utilization(kind: str, flags: Sequence[str]) -> float:
+    """The fraction of GPU memory the engine takes: its flag, else the engine's default."""
+    if kind == "sglang":
+        value = flag_value(flags, "--mem-fraction-static")
+        return float(value) if value else SGLANG_FRACTION
+    value = flag_value(flags, "--gpu-memory-utilization")
+    return float(value) if value else VLLM_UTILIZATION
 
 
 def planned_context(kind: str, flags: Sequence[str], shape: KvShape) -> tuple[int, str] | None:
@@ -208,8 +209,7 @@ def rank_kv_budget(
     if memory.gpus == 0:
         return cpu_kv_budget(env) if kind.startswith("vllm") else None
     total = memory.gpu_total_mib * 2**20 if memory.gpu_total_mib else memory.mem_total
-    share, _flag = utilization(kind, flags)
-    return gpu_kv_budget(total, share, weights_per_rank)
+    return gpu_kv_budget(total, utilization(kind, flags), weights_per_rank)
 
 
 def kv_shape_of(sections: Sections) -> KvShape:
