@@ -160,6 +160,9 @@ class Thresholds:
     # the engine's own free figure this far below MemAvailable: page cache, drop caches
     page_cache_gap_gib: float = 10.0
     nccl_busbw_min_gbps: float | None = None  # GB/s; a Spark pair with both HCAs: ~18
+    # the engine container's open files, at least (and 4 per request of the top concurrency):
+    # vLLM and SGLang raise their soft limit to 65535 themselves, within the hard one
+    min_open_files: float = 65536
     rendezvous_timeout_s: float = 60.0
     # launch milestones, seconds from the start of the launch (docs/notes.md#launch-deadlines)
     dist_init_timeout_s: float = 120.0
@@ -489,6 +492,7 @@ _THRESHOLD_BOUNDS: dict[str, v.Reader[float]] = {
     "tp_balance_min_ratio": _RATIO,
     "page_cache_gap_gib": _GIB_OR_ZERO,
     "nccl_busbw_min_gbps": v.number_in(0, 10_000, " GB/s", above=True),
+    "min_open_files": v.number_in(1024, 2**27, " files"),
     "rendezvous_timeout_s": _COMMAND_S,
     "dist_init_timeout_s": _MILESTONE_S,
     "weights_timeout_s": _MILESTONE_S,

@@ -73,6 +73,16 @@ CATALOGUE = (
               "use an image with `ray[default]` installed, as the playbook's patched "
               "run_cluster.sh does, or engine.kind vllm",
               frozenset({"vllm-ray"}), ("image.ref", "engine.kind")),
+    # vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory (v1), and the v0 engine's
+    # "The model's max seq len (M) is larger than the maximum number of tokens that can be
+    # stored in KV cache (N)"
+    Signature("vllm-kv-cache-too-small",
+              r"max seq len \(\d+\)(, \([\d.]+ GiB KV cache is needed, which)? is larger than "
+              r"the (maximum number of tokens that can be stored in KV cache|available KV cache)",
+              "one request of the planned context length does not fit a rank's KV cache",
+              "lower --max-model-len in engine.flags or give the KV cache more memory "
+              "(`pytest -m preflight -k context_length` computes what fits on every node)",
+              _VLLM, ("engine.flags",)),
     Signature("vllm-engine-core-failed", r"Engine core initialization failed",
               "vLLM's engine core died while starting",
               "read the error lines above it; the evidence directory holds the full logs",

@@ -36,12 +36,16 @@ PER_NODE = (
     "test_engine.py::test_engine_env_names_exist_on_node",
     "test_disk.py::test_disk_room_for_image_model_and_caches",
     "test_offline.py::test_tokenizer_is_a_local_path",
+    "test_kv_budget.py::test_context_length_fits_kv_cache",
 )
 IN_IMAGE_PER_NODE = (
     "test_in_image.py::test_model_architecture_supported_by_image",
     "test_in_image.py::test_engine_flags_accepted_by_image",
     "test_in_image.py::test_no_stray_nccl_conf_in_image",
     "test_known_bad.py::test_image_versions_not_known_bad",
+    "test_launch_container.py::test_chat_template_renders_in_image",
+    "test_launch_container.py::test_launch_container_open_files",
+    "test_launch_container.py::test_launch_container_caches_writable",
 )
 MTU = "test_fabric.py::test_fabric_mtu_equal_on_every_node"
 DIST_INIT = "test_fabric.py::test_dist_init_port_reachable_from_every_node"
@@ -244,9 +248,8 @@ def test_engine_facts_are_reused_only_for_the_same_image_config_and_plan(
     run_suite(pytester, "-m", "preflight and image")  # whatever was cached before, now it is
     again = run_suite(pytester, "-m", "preflight and image")
     assert again.red() == set(), again.output
-    assert "facts (versions, registry, model config, flags): node1 cached, node2 cached" in (
-        again.output
-    )
+    said = "facts (versions, registry, model config, flags, chat template): node1 cached, "
+    assert said + "node2 cached" in again.output
     # a flag value no earlier run planned: a new key, so the image reads it again
     seqs = str(100 + time.time_ns() % 100_000)
     plan = with_plan(tmp_path, lambda p: p["engine"]["flags"].extend(["--max-num-seqs", seqs]))

@@ -63,7 +63,9 @@ OTHER_ENGINE_FLAGS = {
 
 
 CACHE_DIR = '"$HOME/.cache/infergate/in-image"'
-CACHED = ("versions", "model-config", "registry", "flags")  # what a cache hit skips
+CACHED = ("versions", "model-config", "registry", "flags", "chat-template")  # a hit skips these
+# the model files beside config.json that the chat-template fact reads: in the cache key
+TOKENIZER_FILES = ("tokenizer_config.json", "chat_template.jinja")
 
 
 def probe_command(args: list[str], master: dict[str, str], facts: str) -> list[str]:
@@ -82,13 +84,14 @@ def cache_lookup_command(spec: ContainerSpec, image_id: str, args: list[str], re
     """The node's shell command that names the cache entry of this probe and, with REUSE,
     prints it when there is one: a first line `KEY true|false`, then the cached sections.
 
-    The key covers the image ID (from the Engine API), the model's config.json as the node
-    has it, and the plan's engine kind, model path, flags and container options, and this
-    probe's own text: the facts that import the engine depend on nothing else."""
+    The key covers the image ID (from the Engine API), the model's config.json and its chat
+    template files (TOKENIZER_FILES) as the node has them, and the plan's engine kind, model
+    path, flags and container options, and this probe's own text: the cached facts depend on
+    nothing else."""
     kind, model, _rank, _world, _deadline, *flags = args
     options = [spec.gpus, spec.rdma, list(spec.mounts), list(spec.docker_args)]
     plan = _sha256(json.dumps([SCRIPT, kind, model, flags, options]))
-    config = shlex.quote(f"{model}/config.json")
+    config = shlex.join(f"{model}/{name}" for name in ("config.json", *TOKENIZER_FILES))
     hit = '[ -s "$cache" ]' if reuse else "false"
     return "\n".join([
         f"key=$({{ echo {shlex.quote(image_id)}; cat {config} 2>/dev/null; echo {plan}; }} "

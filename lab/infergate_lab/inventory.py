@@ -52,6 +52,9 @@ engine:
 thresholds:
   kv_cache_gib: 1
   memory_headroom_gib: 2
+  # this machine kind caps every process's open files at 20000 (its hard limit, dockerd's
+  # and so the containers' too): below the engines' own 65535, plenty for the lab's load
+  min_open_files: 16384
   command_timeout_s: 20
   connect_timeout_s: 3
   rendezvous_timeout_s: 30

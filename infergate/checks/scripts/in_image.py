@@ -4,8 +4,9 @@ across all nodes: it waits on its peers while the engine imports.
 
 argv: kind (sglang|vllm|vllm-ray), model path, rank, world, deadline seconds, facts, flags...
 facts: `fresh` reads every fact; `cached` skips those the controller holds from an earlier
-run of this probe on this image, model config and plan (versions, model-config, registry,
-flags: the ones that import the engine), and reads only what the host can change.
+run of this probe on this image, model config, tokenizer files and plan (versions,
+model-config, registry, flags, chat-template: the ones that import the engine or
+transformers), and reads only what the host can change.
 Environment: the plan's engine env for this node, plus MASTER_ADDR and MASTER_PORT.
 Prints sections `@@@ name rc` with a JSON body, flushed one by one, so a rendezvous that
 hangs until its deadline still leaves every other section behind. Standard library and
@@ -118,7 +119,37 @@ def container():
         name: list(resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}")))
         for name in ("memlock", "nofile")
     }
-    return {"mounts": mounts, "limits": limits, "infiniband": os.path.isdir("/dev/infiniband")}
+    return {
+        "mounts": mounts,
+        "limits": limits,
+        "infiniband": os.path.isdir("/dev/infiniband"),
+        "user": {"uid": os.getuid(), "gid": os.getgid(), "home": os.path.expanduser("~")},
+        "caches": caches(),
+    }
+
+
+def caches():
+    """The cache directories the engine writes (its compiled kernels, the hub's files), as
+    the engines resolve them, and whether this user can write there: the directory, or where
+    it does not exist yet, its nearest existing parent (the engine creates the rest).
+    Only asked (access(2)), nothing written: a read-only mount answers EROFS."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    triton = os.path.join(os.environ.get("TRITON_HOME") or home, ".triton", "cache")
+    dirs = {
+        "HF_HOME": os.environ.get("HF_HOME") or os.path.join(xdg, "huggingface"),
+        "VLLM_CACHE_ROOT": os.environ.get("VLLM_CACHE_ROOT") or os.path.join(xdg, "vllm"),
+        "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR") or triton,
+        "~/.cache": xdg,
+    }
+    return {name: writable(path) for name, path in dirs.items()}
+
+
+def writable(path):
+    tried = os.path.abspath(path)
+    while not os.path.exists(tried):
+        tried = os.path.dirname(tried)
+    return {"path": path, "tried": tried, "writable": os.access(tried, os.W_OK | os.X_OK)}
 
 
 def cuda_init():
@@ -154,6 +185,44 @@ def model_config(path):
         "architectures": getattr(config, "architectures", None),
         "model_type": config.model_type,
     }
+
+
+def chat_template(model, planned):
+    """The chat template the engine will serve /v1/chat/completions with (the plan's
+    --chat-template, a file or the template itself, else the model's own: tokenizer_config.json
+    or chat_template.jinja, as the image's transformers loads them), rendered for one user
+    message by the image's transformers."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    given = planned_value(planned, "--chat-template")
+    source = "the model's tokenizer" if given is None else f"--chat-template {given[:100]}"
+    template = None
+    if given is not None:
+        if os.path.isfile(given):
+            with open(given) as f:
+                template = f.read()
+        elif "{" in given:
+            template = given
+        else:
+            return {"source": source, "template": False, "error": f"no such file: {given}"}
+    elif not tokenizer.chat_template:
+        return {"source": source, "template": False}
+    message = [{"role": "user", "content": "Say hello."}]
+    text = tokenizer.apply_chat_template(
+        message, chat_template=template, tokenize=False, add_generation_prompt=True
+    )
+    return {"source": source, "template": True, "rendered": str(text)[:300]}
+
+
+def planned_value(planned, name):
+    """The value of the last NAME among the planned flags (`NAME V` or `NAME=V`)."""
+    found = None
+    for i, flag in enumerate(planned):
+        key, eq, value = flag.partition("=")
+        if key == name:
+            found = value if eq else (planned[i + 1] if i + 1 < len(planned) else None)
+    return found
 
 
 def registry(kind):
@@ -354,6 +423,7 @@ def main():
         guarded("model-config", lambda: model_config(model))
         guarded("registry", lambda: registry(kind))
         guarded("flags", lambda: flags(kind, model, planned))
+        guarded("chat-template", lambda: chat_template(model, planned))
     quiet.set()
 
     meeting.join(max(0.0, until - time.monotonic()))  # the rendezvous never outlives it

@@ -1,0 +1,38 @@
+"""The planned context length fits the KV cache every rank can hold."""
+
+import pytest
+
+from infergate.checks.kv_budget import (
+    GIB,
+    check_context_fits,
+    flag_value,
+    kv_shape_of,
+    planned_context,
+    rank_kv_budget,
+    rank_memory_of,
+)
+from infergate.fixtures.facts import read_fact
+from infergate.fixtures.report import fail_on
+
+
+def test_context_length_fits_kv_cache(probes, node, inventory):
+    """One request of the planned --max-model-len (SGLang: --context-length) fits one rank's
+    KV cache: vLLM would otherwise refuse to start minutes into the launch ("max seq len ...
+    is larger than ... KV cache")."""
+    engine, sections = inventory.engine, probes.of(node)
+    shape = read_fact(node, sections, kv_shape_of)
+    context = planned_context(engine.kind, engine.flags, shape)
+    if context is None:
+        pytest.skip("engine.flags leave the context length to the engine (-1 or auto), or "
+                    "config.json names no max_position_embeddings")  # fmt: skip
+    memory = read_fact(node, sections, lambda s: rank_memory_of(s, node.gpus))
+    world = sum(n.ranks for n in inventory.nodes)
+    weights = (inventory.model.size_gib or 0.0) * GIB / world
+    env = inventory.node_env(node)
+    budget = rank_kv_budget(engine.kind, engine.flags, env, memory, weights)
+    if budget is None:
+        pytest.skip(f"{node.where}: no GPUs planned, and no VLLM_CPU_KVCACHE_SPACE in its "
+                    "env to size vLLM's CPU KV cache (the engine sizes it itself)")  # fmt: skip
+    parallel = (engine.tensor_parallel, engine.pipeline_parallel)
+    cache_dtype = flag_value(engine.flags, "--kv-cache-dtype")
+    fail_on(node, check_context_fits(shape, context, budget, parallel, cache_dtype))
