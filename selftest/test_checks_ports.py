@@ -216,3 +216,13 @@ def test_cut_ports_are_named_with_the_peer_and_the_firewall_rule():
 def test_answered_ports_pass(result):
     dials = [Dial("node1", 32768, "ephemeral range 32768-60999", result)]
     assert check_after_rendezvous("10.252.0.12", dials, CUT, "10.252.0.0/24") == []
+
+
+def test_no_route_from_the_peer_leads_with_the_route_not_the_firewall():
+    said = "error OSError [Errno 101] Network is unreachable"  # the lab, node2's fab0 down
+    dials = [Dial("node2", 32768, "ephemeral range 32768-60999", said)]
+    (problem,) = check_after_rendezvous("10.252.0.11", dials, CUT, "10.252.0.0/24")
+    assert problem.remedy == (
+        "the peers have no route to 10.252.0.11: `ip route get 10.252.0.11` and `ip -br link` "
+        "on node2"
+    )

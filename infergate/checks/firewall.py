@@ -170,10 +170,23 @@ def check_after_rendezvous(
             found=f"{address} does not answer on ports used after the rendezvous, {said}",
             planned=f"every peer reaches {address} on any TCP port over the fabric "
             "(NCCL, Gloo, ZMQ and Ray listen on ephemeral ports once dist-init has answered)",
-            remedy=f"this node's firewall: {rules.describe()}; let the fabric in: "
-            f"`sudo iptables -I INPUT -s {fabric} -j ACCEPT` (ufw: `sudo ufw allow from {fabric}`)",
+            remedy=_remedy(address, failed, rules, fabric),
         )
     ]
+
+
+def _remedy(address: str, failed: list[Dial], rules: Rules, fabric: str) -> str:
+    """Unreachable from the peer's own routing table is no firewall of this node: the route
+    first; anything else (a timeout, a refusal, icmp-prohibited) leads with the rules."""
+    if all("Network is unreachable" in d.result for d in failed):
+        return (
+            f"the peers have no route to {address}: `ip route get {address}` and "
+            f"`ip -br link` on {', '.join(dict.fromkeys(d.source for d in failed))}"
+        )
+    return (
+        f"this node's firewall: {rules.describe()}; let the fabric in: "
+        f"`sudo iptables -I INPUT -s {fabric} -j ACCEPT` (ufw: `sudo ufw allow from {fabric}`)"
+    )
 
 
 def _ranges(dials: list[Dial]) -> str:
