@@ -3,8 +3,10 @@ firewall rules that explain a port that does not answer.
 
 NCCL, Gloo, ZMQ and Ray open listeners on ports from the ephemeral range (and Ray's workers
 on its worker range) once the dist-init port has answered, so a firewall that lets dist-init
-through still hangs the launch (vLLM's troubleshooting docs, "Incorrect network setup":
-https://docs.vllm.ai/en/latest/usage/troubleshooting.html). The rules are read, never changed.
+through still hangs the launch. NCCL's own docs: "NCCL opens TCP ports to connect processes
+together", from net.ipv4.ip_local_port_range, which is the range a firewall must let in
+(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/networking_troubleshooting.html).
+The rules are read, never changed.
 """
 
 from __future__ import annotations
