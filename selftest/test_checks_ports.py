@@ -2,6 +2,9 @@
 used after the rendezvous: judged on the shipped plans and on outputs recorded for real
 (selftest/data/README.md, `ports/`)."""
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +27,13 @@ from infergate.checks.node_ports import (
     parse_port_range,
     planned_ports,
 )
-from infergate.checks.ports import check_listener, parse_dials, parse_listener
+from infergate.checks.ports import (
+    check_listener,
+    dial_command,
+    listen_command,
+    parse_dials,
+    parse_listener,
+)
 from infergate.inventory import parse_inventory
 
 DATA = Path(__file__).parent / "data" / "ports"
@@ -146,6 +155,23 @@ def test_listener_report_names_bound_and_refused_ports():
     assert silent.found == "no sampled port to listen on: (no answer)"
 
 
+def sh(command: str) -> str:
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=20).stdout
+
+
+def test_listener_ends_by_itself_once_each_port_had_its_dials():
+    """The real listener and dialler on this machine's loopback (port 0: any free port)."""
+    listener = parse_listener(sh(listen_command([0, 0], ttl_s=20, dials=1)))
+    assert listener.pid is not None, listener
+    assert len(listener.ports) == 2, listener
+    said = parse_dials(sh(dial_command([("127.0.0.1", p) for p in listener.ports], 3)))
+    assert [said[("127.0.0.1", p)].split()[0] for p in listener.ports] == ["ok", "ok"]
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{listener.pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{listener.pid}"), "still listening after its dials"
+
+
 def test_dials_parse_per_target():
     text = "10.252.0.12:33000 ok 0.3\n10.252.0.12:46000 error TimeoutError timed out\n"
     assert parse_dials(text) == {
@@ -183,8 +209,10 @@ def test_unreadable_rules_are_unknown_with_the_reason():
     assert rules.blocking == {}
     assert rules.unknown["iptables"].startswith("needs root: iptables v1.8.9 (nf_tables)")
     assert rules.unknown["nft"].startswith("needs root: Operation not permitted")
+    assert rules.short() == "unknown"
     missing = firewall_rules((0, ""), (127, "sh: 1: nft: not found"))
     assert missing.describe() == "nft unknown (not installed)"
+    assert missing.short() == "none dropping"
 
 
 # --- the judge ----------------------------------------------------------------------------
@@ -196,6 +224,7 @@ CUT = Rules(
 
 
 def test_cut_ports_are_named_with_the_peer_and_the_firewall_rule():
+    assert CUT.short() == "1 dropping"
     dials = [
         Dial("node1", 32768, "ephemeral range 32768-60999", "error TimeoutError timed out"),
         Dial("node1", 46883, "ephemeral range 32768-60999", "error TimeoutError timed out"),

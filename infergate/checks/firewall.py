@@ -57,6 +57,13 @@ class Rules:
         said += [f"{tool} unknown ({why})" for tool, why in self.unknown.items()]
         return "; ".join(said) or "neither iptables nor nft shows a rule that drops"
 
+    def short(self) -> str:
+        """For the summary table: how many lines drop, or `unknown` when no tool could say."""
+        lines = sum(len(found) for found in self.blocking.values())
+        if lines:
+            return f"{lines} dropping"
+        return "none dropping" if self.blocking else "unknown"
+
 
 # chains that never see a packet addressed to this host (or only Docker's bridged ones)
 _NOT_INPUT = re.compile(r"^(OUTPUT|FORWARD|POSTROUTING|DOCKER\S*|\S*-output|\S*-forward)$")

@@ -21,13 +21,15 @@ DIST_INIT_KEY = plan_key("engine.dist_init_port")
 MARKER = "infergate-listener"
 
 # Binds every port it can, then forks: the parent reports and exits so SSH returns, the child
-# accepts until its deadline. The marker in argv lets the clean-up kill only this process.
+# accepts until each port has had its expected dials (one per peer), or its deadline: a
+# healthy run needs no round trip to stop it. The marker in argv lets a clean-up kill only
+# this process.
 # Each accepted connection is closed after the dialler closed it: the side that closes first
 # keeps it in TIME_WAIT, and that side should not be the head's dist-init port.
 _LISTEN = """
 import os, select, socket, sys, time
 ports, ttl = [int(p) for p in sys.argv[1].split(",")], float(sys.argv[2])
-socks = []
+expect, socks = int(sys.argv[3]), []
 for port in ports:
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -44,11 +46,12 @@ os.setsid()
 null = os.open(os.devnull, os.O_RDWR)
 for fd in (0, 1, 2):
     os.dup2(null, fd)
-end = time.monotonic() + ttl
-while time.monotonic() < end:
+end, dials = time.monotonic() + ttl, dict.fromkeys(socks, 0)
+while time.monotonic() < end and min(dials.values()) < expect:
     for s in select.select(socks, [], [], 0.5)[0]:
         try:
             conn = s.accept()[0]
+            dials[s] += 1
             conn.settimeout(2)
             conn.recv(1)
             conn.close()
@@ -78,8 +81,10 @@ print("\\n".join(f"{t} {s}" for t, s in said.items()))
 """
 
 
-def listen_command(ports: list[int], ttl_s: float) -> str:
-    return f"python3 -c {shlex.quote(_LISTEN)} {','.join(map(str, ports))} {ttl_s} {MARKER}"
+def listen_command(ports: list[int], ttl_s: float, dials: int) -> str:
+    """Listen on PORTS until each had DIALS connections, or TTL_S."""
+    joined = ",".join(map(str, ports))
+    return f"python3 -c {shlex.quote(_LISTEN)} {joined} {ttl_s} {dials} {MARKER}"
 
 
 def dial_command(targets: list[tuple[str, int]], timeout_s: float) -> str:

@@ -10,7 +10,8 @@ from infergate.checks.memory import gib
 from infergate.inventory import Node
 
 T = TypeVar("T")
-COLUMNS = ("node", "address", "driver", "CUDA", "image", "model", "usable mem", "fabric", "MTU")
+COLUMNS = ("node", "address", "driver", "CUDA", "image", "model", "usable mem", "fabric", "MTU",
+           "firewall")  # fmt: skip
 
 
 def _or_unknown(reader: Callable[[read.Sections], T], sections: read.Sections) -> T | None:
@@ -41,6 +42,7 @@ def summary_row(node: Node, sections: read.Sections) -> dict[str, str]:
         "usable mem": gib(memory.usable) if memory else "?",
         "fabric": ", ".join(str(a) for a in iface.addresses) if iface else "missing",
         "MTU": str(iface.mtu) if iface else "?",
+        "firewall": read.firewall_of(sections).short(),
     }
 
 
