@@ -20,6 +20,7 @@ from infergate.checks.facts import (
 )
 from infergate.checks.image import check_image_parity
 from infergate.checks.memory import GIB, check_tp_balance
+from infergate.checks.node_ports import Bound
 from infergate.checks.pinning import check_pinning, check_pinning_planned, required_pinning
 from infergate.checks.ports import check_ports_free, parse_ss_listening
 from infergate.checks.probe import parse_sections
@@ -31,6 +32,8 @@ INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 LAB = parse_inventory(yaml.safe_load((INVENTORIES / "lab.yaml").read_text()))
 SPARKS = parse_inventory(yaml.safe_load((INVENTORIES / "two-sparks-sglang.yaml").read_text()))
 FABRIC = IPv4Network("10.252.0.0/24")
+API = Bound("API server", "engine.api_port")
+DIST = Bound("dist-init rendezvous", "engine.dist_init_port")
 NODE1 = LAB.nodes[0]
 
 
@@ -119,7 +122,7 @@ def test_image_with_another_id_than_planned_is_named():
 
 def test_taken_port_is_named_with_its_process():
     listening = listening_of(sections("port-taken", "node1"))
-    (problem,) = check_ports_free(listening, {8000: "API server", 29501: "dist-init"})
+    (problem,) = check_ports_free(listening, {8000: API, 29501: DIST})
     assert problem.found.startswith("TCP 8000 (API server) already taken on 0.0.0.0 by ")
     assert '"python3",pid=' in problem.found
     pid = re.search(r"pid=(\d+)", problem.found)[1]
@@ -132,20 +135,20 @@ def test_taken_port_is_named_with_its_process():
 def test_port_published_by_a_container_says_stop_the_container():
     # a published `sudo ss -lnpt | grep docker` on a Rocky Linux host running `-p 9999:...`
     line = 'LISTEN 0      4096         0.0.0.0:9999      0.0.0.0:*    users:(("docker-proxy",pid=5538,fd=4))'  # noqa: E501
-    (problem,) = check_ports_free(parse_ss_listening(line), {9999: "API server"})
+    (problem,) = check_ports_free(parse_ss_listening(line), {9999: API})
     assert problem.remedy.startswith("a container publishes it: `docker ps --filter publish=9999`")
 
 
 def test_port_without_a_process_asks_ss_as_root():
     line = "LISTEN 0 128 0.0.0.0:8000 0.0.0.0:*"  # ss without the privilege to show users
-    (problem,) = check_ports_free(parse_ss_listening(line), {8000: "API server"})
+    (problem,) = check_ports_free(parse_ss_listening(line), {8000: API})
     assert problem.remedy.startswith("`sudo ss -ltnp 'sport = :8000'`")
 
 
 def test_free_ports_pass_on_a_healthy_head():
     listening = listening_of(sections("healthy", "node1"))
     assert [s.port for s in listening] == [22]
-    assert check_ports_free(listening, {8000: "API", 29501: "dist"}) == []
+    assert check_ports_free(listening, {8000: API, 29501: DIST}) == []
 
 
 def test_lab_env_pinning_holds_on_its_nodes():

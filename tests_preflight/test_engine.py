@@ -1,10 +1,9 @@
-"""The engine's plan against the nodes: interface pinning, and the ports it will bind."""
+"""The engine's plan against the nodes: interface pinning (its ports: test_ports.py)."""
 
 import pytest
 
-from infergate.checks.facts import listening_of, rdma_devices_of
+from infergate.checks.facts import rdma_devices_of
 from infergate.checks.pinning import check_pinning, check_pinning_planned, required_pinning
-from infergate.checks.ports import check_ports_free
 from infergate.fixtures.facts import read_fact
 from infergate.fixtures.report import fail_on
 
@@ -27,12 +26,3 @@ def test_engine_env_names_exist_on_node(interfaces, probes, node, inventory):
     env = inventory.node_env(node)
     problems = check_pinning(env, interfaces, inventory.fabric.subnet, hcas, node)
     fail_on(node, problems)
-
-
-@pytest.mark.xdist_group("cluster")
-def test_engine_ports_free_on_head(probes, inventory):
-    """The ports the engine binds on the head (API, dist-init rendezvous) are free."""
-    head = inventory.head
-    engine = inventory.engine
-    planned = {engine.api_port: "API server", engine.dist_init_port: "dist-init rendezvous"}
-    fail_on(head, check_ports_free(read_fact(head, probes.of(head), listening_of), planned))

@@ -16,6 +16,7 @@ from infergate.checks.cuda import (
     parse_ls_compat,
     parse_proc_driver_version,
 )
+from infergate.checks.firewall import Rules, firewall_rules
 from infergate.checks.gpu import (
     Gpu,
     GpuProcess,
@@ -31,6 +32,7 @@ from infergate.checks.image import parse_image_id
 from infergate.checks.memory import MemoryFacts, memory_facts
 from infergate.checks.model import FileStat, parse_find_files, parse_safetensors_index
 from infergate.checks.network import Interface, parse_ip_addr_json
+from infergate.checks.node_ports import PortRange, parse_port_range
 from infergate.checks.ports import Listening, parse_ss_listening
 from infergate.checks.pressure import MemoryPressure, parse_proc_swaps, parse_psi_memory
 from infergate.checks.probe import SECTION_DEADLINE, Section
@@ -229,3 +231,20 @@ def nvml_versions_of(sections: Sections) -> tuple[str, str | None, str | None]:
     except ValueError:
         loaded = None
     return smi, loaded, parse_nvml_library(library.text) if library.rc == 0 else None
+
+
+def port_range_of(sections: Sections) -> PortRange:
+    """The kernel's ephemeral port range and its reserved ports."""
+    text = section_text(sections, "port-range")
+    try:
+        return parse_port_range(text)
+    except ValueError as e:
+        raise ProbeError(f"ip_local_port_range does not parse ({e}): {text[:200]}") from None
+
+
+def firewall_of(sections: Sections) -> Rules:
+    """What iptables and nft say about incoming traffic; a tool that cannot be read (absent,
+    not root) is `unknown`, with why."""
+    missing = Section(-1, "(section missing)")
+    iptables, nft = (finished(sections, name, missing) for name in ("iptables", "nftables"))
+    return firewall_rules((iptables.rc, iptables.text), (nft.rc, nft.text))

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from infergate.checks.disk import Volume
 from infergate.checks.facts import Sections, section_text
-from infergate.checks.ports import dial_command
+from infergate.checks.ports import dial_command, parse_dials
 from infergate.inventory import plan_key
 from infergate.problems import Problem
 
@@ -48,14 +48,14 @@ def hub_target(env: Mapping[str, str]) -> HubTarget:
 
 def hub_section(target: HubTarget) -> tuple[str, str]:
     """The probe section that dials the hub once, bounded."""
-    dial = dial_command(target.host, target.port, HUB_DIAL_TIMEOUT_S)
+    dial = dial_command([(target.host, target.port)], HUB_DIAL_TIMEOUT_S)
     return ("hub-dial", f"timeout -k 1 {HUB_SECTION_LIMIT_S} {dial} || true")
 
 
 def parse_hub_dial(text: str) -> str | None:
-    """None when the dial connected (``ok 0.4``), else what it said
-    (``error ConnectionRefusedError [Errno 111] Connection refused``; empty: ran past)."""
-    said = text.strip()
+    """None when the dial connected (``huggingface.co:443 ok 0.4``), else what it said
+    (``error ConnectionRefusedError [Errno 111] Connection refused``; nothing: ran past)."""
+    said = next(iter(parse_dials(text).values()), "")
     return None if said.startswith("ok") else said.removeprefix("error ") or "no answer in time"
 
 

@@ -117,6 +117,11 @@ def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...
         ("container-memory", "[ -z \"$(docker ps -q)\" ] || docker stats --no-stream "
          "--format '{{json .}}'"),
         ("listening", "ss -Htlnp"),
+        ("port-range", "cat /proc/sys/net/ipv4/ip_local_port_range "
+         "/proc/sys/net/ipv4/ip_local_reserved_ports"),
+        # read, never changed; as the SSH user: without root both say so, and that is a finding
+        ("iptables", "iptables -S"),
+        ("nftables", "nft list ruleset"),
         *GPU_SECTIONS,
         ("rdma-devices", "ls -1 /sys/class/infiniband 2>/dev/null || true"),
         ("rdma-ports", RDMA_PORTS),

@@ -14,7 +14,7 @@ from infergate.inventory import Node
 T = TypeVar("T")
 COLUMNS = (
     *("node", "address", "driver", "CUDA", "image", "model", "usable mem", "fabric", "MTU"),
-    *("swap, PSI", "GPU health"),
+    *("swap, PSI", "GPU health", "firewall"),
 )
 
 
@@ -50,6 +50,7 @@ def summary_row(node: Node, sections: read.Sections) -> dict[str, str]:
         "MTU": str(iface.mtu) if iface else "?",
         "swap, PSI": describe(pressure) if pressure else "?",
         "GPU health": health_summary(health) if health is not None else "-",
+        "firewall": read.firewall_of(sections).short(),
     }
 
 

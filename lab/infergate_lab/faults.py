@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infergate.waiting import Deadline, WaitTimedOut, wait_until
-from infergate_lab import docker, faults_disk, faults_inimage, faults_plan, net, services
+from infergate_lab import (
+    docker,
+    faults_disk,
+    faults_inimage,
+    faults_plan,
+    faults_ports,
+    net,
+    services,
+)
 from infergate_lab.fault_kind import FaultKind, Undo, end_process
 from infergate_lab.layout import NodeSpec
 from infergate_lab.procs import Proc, stop
@@ -165,6 +173,7 @@ KINDS: dict[str, FaultKind] = {
         *faults_plan.KINDS,
         *faults_disk.KINDS,
         *faults_inimage.KINDS,
+        *faults_ports.KINDS,
     )
 }
 

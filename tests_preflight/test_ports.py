@@ -1,0 +1,45 @@
+"""The ports the engine binds on every node, and those its ranks open after the rendezvous."""
+
+import pytest
+
+from infergate.checks.facts import firewall_of, listening_of, port_range_of
+from infergate.checks.firewall import check_after_rendezvous, check_listened
+from infergate.checks.node_ports import check_outside_ephemeral_range, planned_ports
+from infergate.checks.ports import check_ports_free
+from infergate.fixtures.facts import every_node, read_fact
+from infergate.fixtures.report import fail_on, fail_on_nodes
+
+
+@pytest.mark.xdist_group("cluster")  # read before the dist-init listener holds its port
+def test_engine_ports_free_on_every_node(probes, inventory):
+    """The ports the engine's ranks bind on each node (the head's API and rendezvous, a
+    fixed VLLM_PORT, SGLang's health server, Ray's own) are free there."""
+    seen = every_node(probes, inventory, listening_of)
+    problems = {
+        n.name: check_ports_free(seen[n.name], planned_ports(inventory, n)) for n in inventory.nodes
+    }
+    fail_on_nodes(inventory.nodes, problems)
+
+
+def test_engine_ports_outside_ephemeral_range(probes, node, inventory):
+    """No port the plan fixes lies in the node's ephemeral range unreserved, where any
+    outgoing connection may take it first."""
+    span = read_fact(node, probes.of(node), port_range_of)
+    fail_on(node, check_outside_ephemeral_range(span, planned_ports(inventory, node)))
+
+
+@pytest.mark.xdist_group("cluster")
+def test_ports_after_rendezvous_reachable_between_nodes(after_rendezvous_dials, probes, inventory):
+    """Every node reaches every peer over the fabric on a sample of the ports NCCL, Gloo, ZMQ
+    and Ray listen on once dist-init has answered (the ephemeral range, Ray's worker ports),
+    through temporary listeners removed afterwards; a port cut is named with the node's
+    firewall rules."""
+    subnet = str(inventory.fabric.subnet)
+    problems = {}
+    for n in inventory.nodes:
+        sampled = after_rendezvous_dials[n.name]
+        rules = read_fact(n, probes.of(n), firewall_of)
+        address = str(n.fabric.address.ip)
+        problems[n.name] = check_listened(sampled.listener.ports, sampled.listener.refused)
+        problems[n.name] += check_after_rendezvous(address, sampled.dials, rules, subnet)
+    fail_on_nodes(inventory.nodes, problems)
