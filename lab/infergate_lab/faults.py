@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infergate.waiting import Deadline, WaitTimedOut, wait_until
-from infergate_lab import docker, faults_plan, net, services
+from infergate_lab import docker, faults_plan, faults_rdma, net, services
 from infergate_lab.fault_kind import FaultKind, Undo, end_process
 from infergate_lab.layout import NodeSpec
 from infergate_lab.procs import Proc, stop
@@ -163,6 +163,7 @@ KINDS: dict[str, FaultKind] = {
             _remove_container,
         ),
         *faults_plan.KINDS,
+        *faults_rdma.KINDS,
     )
 }
 
