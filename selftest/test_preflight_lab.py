@@ -34,6 +34,7 @@ PER_NODE = (
     "test_containers.py::test_no_foreign_containers",
     "test_model.py::test_model_files_present",
     "test_engine.py::test_engine_env_names_exist_on_node",
+    "test_fabric_health.py::test_kernel_log_clean_since_boot",
 )
 IN_IMAGE_PER_NODE = (
     "test_in_image.py::test_model_architecture_supported_by_image",
@@ -48,7 +49,8 @@ MODEL_SAME = "test_model.py::test_model_same_files_and_sizes_on_every_node"
 MODEL_CONTENT = "test_model.py::test_model_content_identical_on_every_node"
 PINNED = "test_engine.py::test_engine_env_pins_the_fabric"
 PORTS = "test_engine.py::test_engine_ports_free_on_head"
-CLUSTER = (MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, PINNED, PORTS)
+RAILS = "test_fabric_health.py::test_fabric_rails_carry_planned_bandwidth"
+CLUSTER = (MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, PINNED, PORTS, RAILS)
 RENDEZVOUS = "test_in_image.py::test_rendezvous_all_reduce_across_nodes"
 PARITY = "test_parity.py::test_stack_identical_on_every_node"
 HOST_ONLY = ("-m", "preflight and not image")
@@ -100,7 +102,7 @@ def test_link_down_names_the_node(engine_lab, pytester):
     run = host_level(pytester)
     interface = "test_fabric.py::test_fabric_interface_up_with_planned_address"
     peers = "test_fabric.py::test_fabric_peers_answer_ping"
-    assert run.red() == on(interface, "node2") | on(peers, *NODES) | {DIST_INIT}, run.output
+    assert run.red() == on(interface, "node2") | on(peers, *NODES) | {DIST_INIT, RAILS}, run.output
     text = run.message(f"{interface}[node2]")
     assert "node2 (10.251.0.12)" in text
     assert "fab0 is DOWN" in text
@@ -131,7 +133,7 @@ def test_memory_held_names_the_node(engine_lab, pytester):
 def test_sshd_stopped_names_the_node_quickly(engine_lab, pytester):
     engine_lab.apply_fault("sshd-stop", "node2")
     run = host_level(pytester)
-    needs_node2 = {MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT}
+    needs_node2 = {MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, RAILS}
     assert run.red() == {f"{t}[node2]" for t in PER_NODE} | needs_node2, run.output
     for test in run.red():
         assert "node2 (10.251.0.12) is unreachable over SSH" in run.message(test), test

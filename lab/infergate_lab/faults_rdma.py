@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _tc(spec: NodeSpec, *args: str) -> None:
-    run(["tc", "-n", spec.netns, "qdisc", *args], timeout=15)
+    run(["nsenter", f"--net={spec.netns_path}", "tc", "qdisc", *args], timeout=15)
 
 
 def _shape_link(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
