@@ -10,6 +10,7 @@ import pytest
 from infergate.checks.bandwidth import (
     Rail,
     check_rails,
+    ib_write_bw_client,
     parse_ib_write_bw,
     parse_receiver,
     parse_tcp_answer,
@@ -140,6 +141,15 @@ def test_ib_write_bw_average_in_gbits():
     assert parse_ib_write_bw(" Couldn't connect to 10.0.0.2:12000\n") == (
         None,
         "Couldn't connect to 10.0.0.2:12000",
+    )
+
+
+def test_ib_write_bw_client_is_the_playbooks_form_for_whole_seconds():
+    """NVIDIA's `ib_write_bw -d rocep1s0f0 -i 1 -p 12000 -F --report_gbits` (NVIDIA/dgx-spark-
+    playbooks nvidia/connect-two-sparks/assets/performance_benchmarking_guide.md), bounded by
+    `-D`, which perftest reads as whole seconds."""
+    assert ib_write_bw_client("rocep1s0f1", 12000, "192.168.200.13") == (
+        "ib_write_bw -d rocep1s0f1 -p 12000 -D 1 -F --report_gbits 192.168.200.13"
     )
 
 
