@@ -18,10 +18,10 @@ from infergate.problems import Problem
 # 80 % of the lower rail NVIDIA publishes for two Sparks (92.57 Gb/s): a healthy rail passes
 # with room, the ~13 Gb/s of a bad init fails by a factor of five
 IB_DEFAULT_MIN_GBPS = 74.1
-# Each measurement's window. Half a second is thousands of round trips even at a WAN's RTT
-# and far past TCP's slow start on a fabric; every rail runs at once, so the whole test costs
-# about this plus two SSH round trips (the preflight's budget for it is ~5 % of ~17 s)
-SECONDS = 0.5
+# Each measurement's window: a quarter second is thousands of round trips on a fabric (RTTs
+# of microseconds), far past TCP's slow start. Every rail runs at once, so the test costs
+# about this plus two SSH round trips; in a full preflight it overlaps the in-image probe
+SECONDS = 0.25
 IB_SECONDS = 1  # perftest's `-D` takes whole seconds
 # The receiver gives up this long after it started, should no sender come (the run killed)
 RECEIVER_TTL_S = 20
