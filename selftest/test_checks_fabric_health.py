@@ -53,7 +53,22 @@ def test_kernel_log_refused_is_unknown_naming_the_permission():
     assert "`dmesg: read kernel buffer failed: Operation not permitted`" in log.unreadable
     assert "`No journal files were found.`" in log.unreadable
     assert "kernel.dmesg_restrict=1 and no CAP_SYSLOG" in log.unreadable
-    assert "groups nogroup: neither adm nor systemd-journal" in log.unreadable
+    assert "nor the journal (it has no files)" in log.unreadable
+
+
+def test_kernel_log_on_the_h200_device():
+    """Read as root on the H200 device: its boot command line names mlx5_core and is no mlx5
+    error; as nobody, dmesg refused and no journalctl there."""
+    log = kernel_log("h200-root.txt")
+    assert log.source == "dmesg"
+    assert any("driver_async_probe=mlx5_core" in line for line in log.lines)
+    assert check_kernel_log(log, ["eth0"]) == []
+    refused = kernel_log("h200-nobody.txt").unreadable
+    assert refused.startswith(
+        "`dmesg: read kernel buffer failed: Operation not permitted`; "
+        "`sh: 7: journalctl: not found`: nobody may read neither the kernel ring buffer "
+        "(kernel.dmesg_restrict=1 and no CAP_SYSLOG) nor the journal (no journalctl on the node)"
+    )
 
 
 def test_kernel_log_uncorrectable_aer_flagged_correctable_not():

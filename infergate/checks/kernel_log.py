@@ -81,13 +81,15 @@ _REFUSED = re.compile(r"insufficient permissions|not seeing messages|No journal 
 def _missing_permission(user: list[str], said: list[str]) -> str:
     name, groups, restrict = [*user, "?", "?", "?"][:3]
     quoted = "; ".join(f"`{s.strip()}`" for s in said if s.strip()) or "nothing read"
-    restricted = f"kernel.dmesg_restrict={restrict}" + (
-        " and no CAP_SYSLOG" if restrict == "1" else ""
-    )
-    return (
-        f"{quoted}: {name} may read neither the kernel ring buffer ({restricted}) nor the "
-        f"journal (groups {groups}: neither adm nor systemd-journal)"
-    )
+    ring = f"kernel.dmesg_restrict={restrict}" + (" and no CAP_SYSLOG" if restrict == "1" else "")
+    if any("not found" in s for s in said):
+        journal = "no journalctl on the node"
+    elif any("No journal files" in s for s in said):
+        journal = "it has no files"
+    else:
+        journal = f"groups {groups}: neither adm nor systemd-journal"
+    neither = f"the kernel ring buffer ({ring}) nor the journal ({journal})"
+    return f"{quoted}: {name} may read neither {neither}"
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,13 @@ class Finding:
 # `severity=Uncorrected (Fatal)` and `Uncorrectable (Non-Fatal) error message received`: the
 # kernel has worded both; a corrected error is retried by the link itself and left to the RDMA
 # counters and the bandwidth test
-_AER_UNCORRECTED = re.compile(r"(AER|PCIe Bus Error).*Uncorrect", re.IGNORECASE)
+_AER_UNCORRECTED = re.compile(r"(AER|PCIe Bus Error).*Uncorrect")
+# the driver's own messages (`mlx5_core 0000:01:00.0: ...`, after dmesg's timestamp or the
+# journal's `host kernel:`), not a line that names it: the boot command line of the H200
+# device carries `driver_async_probe=mlx5_core`
 _MLX5_ERROR = re.compile(
-    r"mlx5.*(health compromised|timeout|failed|fatal|not responding|err_detected|slot_reset)",
+    r"^(?:\[[^\]]*\]\s*)?(?:\S+ kernel: )?mlx5_\w+ .*"
+    r"(health compromised|timeout|failed|fatal|not responding|err_detected|slot_reset)",
     re.IGNORECASE,
 )
 _LINK = re.compile(r"\s(\S+): (?:NIC )?Link (?:is )?(Up|Down)\b", re.IGNORECASE)
