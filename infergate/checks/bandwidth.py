@@ -100,9 +100,10 @@ def send_command(address: str, port: int, seconds: float = SECONDS) -> str:
     return f"python3 -c {shlex.quote(_SEND)} {address} {port} {seconds}"
 
 
-def stop_receiver_command(pid: int) -> str:
-    """Kill the receiver only if that pid is still ours (never a recycled pid)."""
-    return f"grep -q {MARKER} /proc/{pid}/cmdline 2>/dev/null && kill {pid} || true"
+def stop_receiver_command(pid: int, marker: str = MARKER) -> str:
+    """Kill the receiver (or ib_write_bw server) only if that pid is still ours: its argv holds
+    MARKER (never a recycled pid)."""
+    return f"grep -q {marker} /proc/{pid}/cmdline 2>/dev/null && kill {pid} || true"
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,13 @@ def ib_write_bw_server(device: str, port: int, seconds: int = IB_SECONDS) -> str
     return shlex.join(
         ["ib_write_bw", "-d", device, "-p", str(port), "-D", str(seconds), "-F", "--report_gbits"]
     )
+
+
+def ib_write_bw_detached(device: str, port: int, ttl_s: float = RECEIVER_TTL_S) -> str:
+    """The server in the background, bounded by `timeout`, printing that timeout's pid (which
+    passes a kill on to ib_write_bw)."""
+    server = ib_write_bw_server(device, port)
+    return f"nohup timeout {ttl_s:g} {server} >/dev/null 2>&1 </dev/null & echo $!"
 
 
 def ib_write_bw_client(device: str, port: int, server: str, seconds: int = IB_SECONDS) -> str:
