@@ -116,6 +116,11 @@ class Fabric:
     interface: str  # the fabric's netdev on every node (a node may name its own)
     subnet: IPv4Network  # every node's fabric address is in it, with its prefix length
     mtu: int | None = None  # None: only equality across nodes is checked
+    # each planned HCA port's link rate in Gb/s at least (`rate` in sysfs); None: not checked
+    rate_gbps: float | None = None
+    # what each rail must carry in Gb/s, measured node to node; None: 74.1 by ib_write_bw (80 %
+    # of the lower of NVIDIA's two published Spark rails, 92.6 Gb/s), the TCP form not judged
+    min_gbps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -411,7 +416,12 @@ def _fabric(data: object, path: str) -> Fabric:
         interface=s.need("interface", v.IFNAME),
         subnet=s.need("subnet", v.ipv4_network),
         mtu=s.maybe("mtu", v.int_in(576, 9216)),  # IPv4's minimum to the largest jumbo frame
+        rate_gbps=s.maybe("rate_gbps", _GBPS),
+        min_gbps=s.maybe("min_gbps", _GBPS),
     )
+
+
+_GBPS = v.number_in(0, 10_000, " Gb/s", above=True)  # 10 Tb/s: beyond any one port
 
 
 def _image(data: object, path: str) -> Image:

@@ -300,6 +300,10 @@ BAD = [
     bad("fabric-subnet-v6", "fabric.subnet", "fd00::/64", "not an IPv4 subnet"),
     bad("fabric-mtu-small", "fabric.mtu", 100, "between 576 and 9216"),
     bad("fabric-mtu-str", "fabric.mtu", "1500", "expected an integer, got '1500'"),
+    bad(
+        "fabric-rate-zero", "fabric.rate_gbps", 0, "expected greater than 0 and at most 10000 Gb/s"
+    ),
+    bad("fabric-min-gbps-str", "fabric.min_gbps", "100G", "expected a number, got '100G'"),
     bad("image-ref-missing", "image.ref", DELETE, "required key is missing"),
     bad("image-id-bad", "image.id", "sha256:abc", "not an image ID like sha256:"),
     bad("image-id-upper", "image.id", "sha256:" + "A" * 64, "sha256:<64 hex>"),

@@ -38,6 +38,7 @@ PER_NODE = (
     "test_offline.py::test_tokenizer_is_a_local_path",
     "test_kv_budget.py::test_context_length_fits_kv_cache",
     "test_ports.py::test_engine_ports_outside_ephemeral_range",
+    "test_fabric_health.py::test_kernel_log_clean_since_boot",
 )
 IN_IMAGE_PER_NODE = (
     "test_in_image.py::test_model_architecture_supported_by_image",
@@ -59,8 +60,9 @@ PORTS = "test_ports.py::test_engine_ports_free_on_every_node"
 AFTER = "test_ports.py::test_ports_after_rendezvous_reachable_between_nodes"
 SHARED_CACHES = "test_disk.py::test_compile_caches_not_shared_between_nodes"
 HUB_OFFLINE = "test_offline.py::test_hub_offline_mode_where_the_hub_is_unreachable"
+RAILS = "test_fabric_health.py::test_fabric_rails_carry_planned_bandwidth"
 CLUSTER = (MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, PINNED, PORTS, AFTER)
-CLUSTER += (SHARED_CACHES, HUB_OFFLINE)
+CLUSTER += (SHARED_CACHES, HUB_OFFLINE, RAILS)
 RENDEZVOUS = "test_in_image.py::test_rendezvous_all_reduce_across_nodes"
 PARITY = "test_parity.py::test_stack_identical_on_every_node"
 HOST_ONLY = ("-m", "preflight and not image")
@@ -112,7 +114,7 @@ def test_link_down_names_the_node(engine_lab, pytester):
     run = host_level(pytester)
     interface = "test_fabric.py::test_fabric_interface_up_with_planned_address"
     peers = "test_fabric.py::test_fabric_peers_answer_ping"
-    cut = on(interface, "node2") | on(peers, *NODES) | {DIST_INIT, AFTER}
+    cut = on(interface, "node2") | on(peers, *NODES) | {DIST_INIT, AFTER, RAILS}
     assert run.red() == cut, run.output
     text = run.message(f"{interface}[node2]")
     assert "node2 (10.251.0.12)" in text
@@ -145,7 +147,7 @@ def test_sshd_stopped_names_the_node_quickly(engine_lab, pytester):
     engine_lab.apply_fault("sshd-stop", "node2")
     run = host_level(pytester)
     needs_node2 = {MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, PORTS, AFTER}
-    needs_node2 |= {SHARED_CACHES, HUB_OFFLINE}
+    needs_node2 |= {SHARED_CACHES, HUB_OFFLINE, RAILS}
     assert run.red() == {f"{t}[node2]" for t in PER_NODE} | needs_node2, run.output
     for test in run.red():
         assert "node2 (10.251.0.12) is unreachable over SSH" in run.message(test), test

@@ -29,6 +29,7 @@ from infergate.checks.gpu_health import GpuHealth, parse_nvidia_smi_health
 from infergate.checks.gpu_kernel import KernelGpuLog, parse_kernel_gpu_log, parse_nvml_library
 from infergate.checks.host import DockerEngine, parse_docker_version, parse_os_release
 from infergate.checks.image import parse_image_id
+from infergate.checks.kernel_log import KernelLog, parse_kernel_log
 from infergate.checks.memory import MemoryFacts, memory_facts
 from infergate.checks.model import FileStat, parse_find_files, parse_safetensors_index
 from infergate.checks.network import Interface, parse_ip_addr_json
@@ -140,6 +141,16 @@ def rdma_ports_of(sections: Sections) -> list[RdmaPort]:
         return parse_rdma_sysfs(text)
     except ValueError as e:  # an ipaddress or int error is a ValueError too
         raise ProbeError(f"the rdma-ports section does not parse: {e}") from None
+
+
+def kernel_log_of(sections: Sections) -> KernelLog:
+    """The kernel log's AER, mlx5 and link lines since boot, or why it could not be read."""
+    return parse_kernel_log(section_text(sections, "kernel-log"))
+
+
+def perftest_of(sections: Sections) -> bool:
+    """Whether perftest's `ib_write_bw` is on the node's PATH."""
+    return bool(section_text(sections, "perftest").strip())
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from infergate.checks.gpu import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from infergate.checks.gpu_health import HEALTH_FIELDS
 from infergate.checks.gpu_kernel import KERNEL_GPU_LOG, NVML_LIBRARY
+from infergate.checks.kernel_log import KERNEL_LOG
 from infergate.problems import Problem
 from infergate.waiting import LOOK_AT, Deadline
 
@@ -53,8 +54,12 @@ done
 # Every RDMA port: state, phys_state, rate, link layer, its netdev (that of GID 0, else the PCI
 # function's), the PCI function and sys_image_guid (a Spark's twin HCAs share the adapter and
 # differ only in PCI domain), then every non-zero GID with its type and netdev. `read` is a
-# builtin: a 255-entry GID table costs no forks. Prints nothing where there is no RDMA.
+# builtin: a 255-entry GID table costs no forks. Then the port's error counters and its HCA's
+# PCIe link (current and max speed and width), all by `read` too. Prints nothing where there
+# is no RDMA.
 RDMA_PORTS = r"""
+RDMA_COUNTERS="symbol_error link_downed link_error_recovery port_rcv_errors
+  local_link_integrity_errors excessive_buffer_overrun_errors"
 for p in /sys/class/infiniband/*/ports/*; do
   [ -d "$p" ] || continue
   d=${p%/ports/*}; st= ph= ra= ll= nd= gu=
@@ -65,6 +70,15 @@ for p in /sys/class/infiniband/*/ports/*; do
   pci=$(readlink -f "$d/device" 2>/dev/null)
   printf 'port\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
     "${d##*/}" "${p##*/}" "$st" "$ph" "$ra" "$ll" "$nd" "${pci##*/}" "$gu"
+  c=; for n in $RDMA_COUNTERS; do
+    v=; { read -r v <"$p/counters/$n"; } 2>/dev/null; [ -n "$v" ] && c="$c${c:+,}$n=$v"
+  done
+  printf 'counters\t%s\t%s\t%s\n' "${d##*/}" "${p##*/}" "$c"
+  s= w= ms= mw=
+  { read -r s <"$d/device/current_link_speed"; read -r w <"$d/device/current_link_width"
+    read -r ms <"$d/device/max_link_speed"; read -r mw <"$d/device/max_link_width"
+  } 2>/dev/null
+  printf 'pcie\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d##*/}" "${p##*/}" "$s" "$w" "$ms" "$mw"
   for g in "$p"/gids/*; do
     v= t= n=; { read -r v <"$g"; } 2>/dev/null
     case $v in ''|0000:0000:0000:0000:0000:0000:0000:0000) continue ;; esac
@@ -125,6 +139,8 @@ def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...
         *GPU_SECTIONS,
         ("rdma-devices", "ls -1 /sys/class/infiniband 2>/dev/null || true"),
         ("rdma-ports", RDMA_PORTS),
+        ("kernel-log", KERNEL_LOG),
+        ("perftest", "command -v ib_write_bw || true"),
         ("model-files", f"cd {model} && find . -type f -printf '%P\\t%s\\t%T@\\t%C@\\t%i\\n'"),
         ("model-index", f"cat {model}/model.safetensors.index.json"),
         ("model-config", f"cat {model}/config.json"),

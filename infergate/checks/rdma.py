@@ -97,7 +97,8 @@ def _excluded(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[Problem]:
     ]
 
 
-def _planned(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[RdmaPort]:
+def planned_ports(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[RdmaPort]:
+    """The ports the plan names (its HCAs, or what NCCL_IB_HCA selects where it names none)."""
     tokens = [t for _, t in plan.named()]
     if tokens:
         return [p for p in ports if any(t.matches(p) for t in tokens)]
@@ -108,7 +109,7 @@ def check_roce_v2_gids(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[Proble
     """Each active planned RoCE port has a RoCE v2 IPv4 GID: the fabric address's on the HCAs
     of the fabric interface, its own netdev's on a twin; NCCL_IB_GID_INDEX, when set, is the
     index of that GID on every one of them."""
-    planned = [p for p in _planned(ports, plan) if p.link_layer == "Ethernet"]
+    planned = [p for p in planned_ports(ports, plan) if p.link_layer == "Ethernet"]
     if not planned:
         return []  # absent HCAs are the port judge's finding; InfiniBand has no RoCE GIDs
     if not any(plan.interface in p.netdevs for p in planned):

@@ -29,6 +29,40 @@ class Gid:
 
 
 @dataclass(frozen=True)
+class PcieLink:
+    """The HCA's PCIe link as sysfs words it: `32.0 GT/s PCIe` and `4`; "" where unreadable."""
+
+    speed: str
+    width: str
+    max_speed: str
+    max_width: str
+
+    @property
+    def degraded(self) -> bool:
+        """Trained below what the device can: a slower generation or fewer lanes."""
+        pairs = ((_gts(self.speed), _gts(self.max_speed)), (_int(self.width), _int(self.max_width)))
+        return any(now is not None and most is not None and now < most for now, most in pairs)
+
+    @property
+    def text(self) -> str:
+        return f"{self.speed or '?'} x{self.width or '?'}"
+
+    @property
+    def max_text(self) -> str:
+        return f"{self.max_speed or '?'} x{self.max_width or '?'}"
+
+
+def _gts(speed: str) -> float | None:
+    """`32.0 GT/s PCIe` -> 32.0; `Unknown` or "" -> None."""
+    head = speed.split(" ", 1)[0]
+    return float(head) if head.replace(".", "", 1).isdigit() else None
+
+
+def _int(width: str) -> int | None:
+    return int(width) if width.isdigit() else None
+
+
+@dataclass(frozen=True)
 class RdmaPort:
     device: str
     port: int
@@ -40,6 +74,8 @@ class RdmaPort:
     pci: str  # "0000:01:00.1"; "" where the device is not a PCI function
     sys_image_guid: str
     gids: tuple[Gid, ...] = ()
+    counters: tuple[tuple[str, int], ...] = ()  # the error counters that could be read
+    pcie: PcieLink | None = None  # None: no `pcie` line (not a PCI function, an old probe)
 
     @property
     def state_name(self) -> str:
@@ -69,15 +105,27 @@ def parse_rdma_sysfs(text: str) -> list[RdmaPort]:
     gid_attrs/ndevs/0 or DEV/device/net, the PCI function, sys_image_guid) and, for every
     non-zero gids/IDX, the GID with gid_attrs/types/IDX and gid_attrs/ndevs/IDX.
 
+    Then `counters` (the port's error counters that could be read, name=value) and `pcie`
+    (DEV/device/{current,max}_link_{speed,width}) lines.
+
     Sample lines (tabs shown as `|`):
     ``port|rocep1s0f1|1|4: ACTIVE|5: LinkUp|200 Gb/sec (2X NDR)|Ethernet|enp1s0f1np1|0000:01:00.1|fc4c:ea03:00f9:4230``
     ``gid|rocep1s0f1|1|3|0000:0000:0000:0000:0000:ffff:c0a8:c80c|RoCE v2|enp1s0f1np1``
+    ``counters|rocep1s0f1|1|symbol_error=0,link_downed=0,port_rcv_errors=0``
+    ``pcie|rocep1s0f1|1|32.0 GT/s PCIe|4|32.0 GT/s PCIe|4``
     """  # noqa: E501
     ports: dict[tuple[str, int], RdmaPort] = {}
     gids: dict[tuple[str, int], list[Gid]] = {}
+    counters: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}
+    links: dict[tuple[str, int], PcieLink] = {}
     for line in filter(None, text.splitlines()):
         kind, *fields = line.split("\t")
-        if kind == "port" and len(fields) == 9:
+        if kind == "counters" and len(fields) == 3:
+            pairs = (f.partition("=") for f in filter(None, fields[2].split(",")))
+            counters[fields[0], int(fields[1])] = tuple((k, int(n)) for k, _, n in pairs)
+        elif kind == "pcie" and len(fields) == 6:
+            links[fields[0], int(fields[1])] = PcieLink(*fields[2:])
+        elif kind == "port" and len(fields) == 9:
             dev, num, state, phys, rate, layer, nets, pci, guid = fields
             key = (dev, int(num))
             netdevs = tuple(filter(None, nets.split(",")))
@@ -90,7 +138,12 @@ def parse_rdma_sysfs(text: str) -> list[RdmaPort]:
         else:
             raise ValueError(f"not an rdma-ports line: {line[:120]!r}")
     return [
-        replace(p, gids=tuple(sorted(gids.get(k, ()), key=lambda g: g.index)))
+        replace(
+            p,
+            gids=tuple(sorted(gids.get(k, ()), key=lambda g: g.index)),
+            counters=counters.get(k, ()),
+            pcie=links.get(k),
+        )
         for k, p in sorted(ports.items())
     ]
 

@@ -19,6 +19,7 @@ from infergate_lab import (
     faults_inimage,
     faults_plan,
     faults_ports,
+    faults_rdma,
     net,
     services,
 )
@@ -174,6 +175,7 @@ KINDS: dict[str, FaultKind] = {
         *faults_disk.KINDS,
         *faults_inimage.KINDS,
         *faults_ports.KINDS,
+        *faults_rdma.KINDS,
     )
 }
 

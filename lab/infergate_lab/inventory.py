@@ -25,6 +25,9 @@ fabric:
   interface: {iface}
   subnet: 10.252.0.0/24
   mtu: {mtu}
+  # a TCP stream between two lab nodes over their veth; tc shapes it to 20 Mbit/s in the
+  # shape-link fault. The floor sits ten times above that and far below an idle veth
+  min_gbps: 0.2
 image:
   ref: infergate-lab/vllm-cpu:0.32.0
 model:
