@@ -196,9 +196,19 @@ def test_tcp_rail_measured_for_real_on_loopback():
     [("error ConnectionRefusedError [Errno 111] Connection refused", "error Connection"),
      ("", "the sender printed nothing")],
 )  # fmt: skip
-def test_tcp_rail_without_figure_says_why(output, said):
+def test_tcp_rail_without_figure_is_the_receivers_and_says_why(output, said):
+    """No figure is no slow link: the stream never ran, so the receiver's ports are named."""
     gbps, text = parse_tcp_answer(output)
     assert gbps is None
     assert text.startswith(said)
-    (problem,) = check_rails([Rail("a", "b", "x (TCP)", None, text)], 1, "fabric.min_gbps")["a"]
-    assert f"gave {text}" in problem.found
+    problems = check_rails([Rail("a", "b", "x (TCP)", None, text)], 1, "fabric.min_gbps")
+    (problem,) = problems["b"]
+    assert problem.found == f"no stream from a to b over x (TCP): {text}"
+    assert problem.remedy.startswith("let a reach b's ephemeral ports over the fabric")
+
+
+def test_tcp_rail_from_a_sender_without_route_is_the_senders():
+    said = "error OSError [Errno 101] Network is unreachable"  # the lab's link-down node2
+    problems = check_rails([Rail("a", "b", "x (TCP)", None, said)], 1, "fabric.min_gbps")
+    (problem,) = problems["a"]
+    assert problem.remedy.startswith("bring a's fabric interface up with its address")

@@ -7,7 +7,16 @@ from __future__ import annotations
 import pytest
 
 from selftest.suite import run_suite
-from selftest.test_preflight_lab import AFTER, DIST_INIT, HOST_ONLY, NODES, PORTS, on, with_plan
+from selftest.test_preflight_lab import (
+    AFTER,
+    DIST_INIT,
+    HOST_ONLY,
+    NODES,
+    PORTS,
+    RAILS,
+    on,
+    with_plan,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 
@@ -41,7 +50,11 @@ def test_plan_port_in_the_ephemeral_range_is_named_on_every_node(engine_lab, pyt
 def test_firewall_after_the_rendezvous_names_the_node_and_its_rule(engine_lab, pytester):
     engine_lab.apply_fault("firewall-after-rendezvous", "node2", "29501")
     run = run_suite(pytester, *HOST_ONLY)
-    assert run.red() == {AFTER}, run.output  # the dist-init port still answers
+    # the dist-init port still answers; the TCP rail into node2 cannot open either
+    assert run.red() == {AFTER, RAILS}, run.output
+    assert "no stream from node1 to node2 over 10.252.0.11 -> 10.252.0.12 (TCP)" in (
+        run.message(RAILS)
+    )
     assert DIST_INIT in run.outcomes
     text = run.message(AFTER)
     assert "node2 (10.251.0.12)" in text

@@ -121,6 +121,9 @@ def test_link_down_names_the_node(engine_lab, pytester):
     assert "fab0 is DOWN" in text
     assert "ip link set fab0 up" in text
     assert "node2 (10.252.0.12) answered 0 of 2 pings" in run.message(f"{peers}[node1]")
+    rails = run.message(RAILS)  # both rails touch node2, and only node2 is to blame
+    assert "node2 (10.251.0.12)" in rails
+    assert "node1 (10.251.0.11)" not in rails
 
 
 def test_mtu_mismatch_names_the_node(engine_lab, pytester):

@@ -182,14 +182,45 @@ def parse_ib_write_bw(output: str) -> tuple[float | None, str]:
     return None, (said[-1] if said else "ib_write_bw printed nothing")[:200]
 
 
+UNREACHABLE = "Network is unreachable"  # strerror(ENETUNREACH): no route on the sender
+
+
 def check_rails(rails: list[Rail], min_gbps: float, key: str) -> dict[str, list[Problem]]:
-    """Each rail below MIN_GBPS (or without a figure) is a problem of its sending node."""
+    """Each rail below MIN_GBPS is a problem of its sending node; one that gave no figure at
+    all, of its receiving node: the stream never ran, so what the facts show is a port there
+    that a peer cannot reach, not a slow link (unless the sender has no route to the fabric:
+    ENETUNREACH is said by the sender's own kernel)."""
     problems: dict[str, list[Problem]] = {}
     for rail in rails:
         if rail.gbps is not None and rail.gbps >= min_gbps:
             continue
-        problems.setdefault(rail.sender, []).append(_slow(rail, min_gbps, key))
+        if rail.gbps is None and UNREACHABLE in rail.said:  # the sender has no route at all
+            problems.setdefault(rail.sender, []).append(_no_route(rail, min_gbps, key))
+        elif rail.gbps is None:
+            problems.setdefault(rail.receiver, []).append(_no_stream(rail, min_gbps, key))
+        else:
+            problems.setdefault(rail.sender, []).append(_slow(rail, min_gbps, key))
     return problems
+
+
+def _no_route(rail: Rail, min_gbps: float, key: str) -> Problem:
+    return Problem(
+        found=f"no stream from {rail.sender} to {rail.receiver} over {rail.path}: {rail.said}",
+        planned=f"at least {min_gbps:g} Gb/s per rail ({key})",
+        remedy=f"bring {rail.sender}'s fabric interface up with its address: `ip -br addr` and "
+        f"`ip route get` of {rail.receiver}'s fabric address on {rail.sender}",
+    )
+
+
+def _no_stream(rail: Rail, min_gbps: float, key: str) -> Problem:
+    return Problem(
+        found=f"no stream from {rail.sender} to {rail.receiver} over {rail.path}: {rail.said}",
+        planned=f"at least {min_gbps:g} Gb/s per rail ({key})",
+        remedy=f"let {rail.sender} reach {rail.receiver}'s ephemeral ports over the fabric: "
+        f"`iptables -S` and `nft list ruleset` on {rail.receiver} (a firewall that lets only "
+        f"the dist-init port in), `ip route get` of {rail.receiver}'s fabric address on "
+        f"{rail.sender}; the ports-after-rendezvous test quotes the rule it finds",
+    )
 
 
 def _slow(rail: Rail, min_gbps: float, key: str) -> Problem:
