@@ -1,7 +1,11 @@
 """GPU health, the kernel's GPU lines and memory pressure, on recorded outputs: a 2xH200 host
-idle and under load (h200/), the suite's own probe sections on a lent H200 (h200-device/), and
-public reports (gpu-public/, each file named after its source; selftest/data/README.md)."""
+idle and under load (h200/), the suite's own probe sections on a lent H200 (h200-device/,
+kernel-log/h200-*), and public reports (gpu-public/, each file named after its source;
+selftest/data/README.md), their dmesg lines replayed through the kernel-log section."""
 
+import os
+import shlex
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,7 +13,7 @@ import pytest
 
 from infergate.checks.facts import (
     gpu_health_of,
-    kernel_gpu_log_of,
+    kernel_log_of,
     pressure_of,
 )
 from infergate.checks.gpu_health import (
@@ -19,11 +23,8 @@ from infergate.checks.gpu_health import (
     health_summary,
     parse_nvidia_smi_health,
 )
-from infergate.checks.gpu_kernel import (
-    check_kernel_gpu_log,
-    log_unknown,
-    parse_kernel_gpu_log,
-)
+from infergate.checks.gpu_kernel import check_kernel_gpu_log
+from infergate.checks.kernel_log import KEEP_LINES, KERNEL_LOG, KernelLog, check_kernel_log
 from infergate.checks.pressure import (
     MemoryPressure,
     check_memory_pressure,
@@ -31,7 +32,7 @@ from infergate.checks.pressure import (
     parse_proc_swaps,
     parse_psi_memory,
 )
-from infergate.checks.probe import parse_sections
+from infergate.checks.probe import parse_sections, probe_script
 
 DATA = Path(__file__).parent / "data"
 PUBLIC = DATA / "gpu-public"
@@ -39,6 +40,24 @@ PUBLIC = DATA / "gpu-public"
 
 def device(name: str):
     return parse_sections((DATA / "h200-device" / name).read_text())
+
+
+def kernel_log(name: str):
+    return kernel_log_of(parse_sections((DATA / "kernel-log" / name).read_text()))
+
+
+def replayed(dmesg: Path, tmp_path: Path) -> KernelLog:
+    """The kernel-log section run here, its `dmesg` printing a recorded log: the section's own
+    grep, tails and parser on lines this machine's kernel never logged."""
+    shim = tmp_path / "dmesg"
+    shim.write_text(f"#!/bin/sh\ncat {shlex.quote(str(dmesg))}\n")
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    script = probe_script((("kernel-log", KERNEL_LOG),))
+    done = subprocess.run(
+        ["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30, env=env
+    )
+    return kernel_log_of(parse_sections(done.stdout))
 
 
 def recorded_csv(name: str):
@@ -107,20 +126,17 @@ def test_a_node_whose_power_limit_differs_from_its_peers_is_named():
 
 
 def test_boot_nvrm_lines_are_no_fault():
-    log = kernel_gpu_log_of(device("probe-health-idle.txt"))
-    assert log.readable
+    log = kernel_log("h200-root.txt")
+    assert (log.source, log.unreadable) == ("dmesg", "")
     assert any("Persistence mode is deprecated" in line for line in log.lines)
     assert check_kernel_gpu_log(log) == []
-    assert log_unknown(log) is None
 
 
 def test_a_refused_kernel_log_is_unknown_naming_the_permission():
-    log = kernel_gpu_log_of(device("probe-health-nobody.txt"))
-    assert not log.readable
-    reason = log_unknown(log)
-    assert reason is not None
-    assert "Operation not permitted" in reason
-    assert "kernel.dmesg_restrict=1 reserves it to CAP_SYSLOG" in reason
+    log = kernel_log("h200-nobody.txt")
+    assert check_kernel_gpu_log(log) == []
+    assert "Operation not permitted" in log.unreadable
+    assert "kernel.dmesg_restrict=1 and no CAP_SYSLOG" in log.unreadable
 
 
 @pytest.mark.parametrize(
@@ -132,10 +148,24 @@ def test_a_refused_kernel_log_is_unknown_naming_the_permission():
         ("dmesg-api-mismatch-nvidia-all-394.txt", "1 fatal NVRM line(s)", "(595.80) refuses"),
     ],
 )
-def test_xid_and_fatal_nvrm_lines_are_named(name, found, remedy):
-    (problem,) = check_kernel_gpu_log(parse_kernel_gpu_log((PUBLIC / name).read_text(), 0))
+def test_xid_and_fatal_nvrm_lines_are_named(name, found, remedy, tmp_path):
+    (problem,) = check_kernel_gpu_log(replayed(PUBLIC / name, tmp_path))
     assert problem.found.startswith(found)
     assert remedy in problem.remedy
+
+
+def test_an_xid_storm_keeps_its_tail_and_the_aer_lines(tmp_path):
+    """Each kind keeps its own last KEEP_LINES: an Xid repeated past that neither pushes an
+    older uncorrectable AER line out nor is counted twice."""
+    recorded = (DATA / "kernel-log" / "aer-fatal.txt").read_text().splitlines(keepends=True)
+    aer = "".join(line for line in recorded if line.startswith("["))  # its dmesg lines
+    xid = (PUBLIC / "dmesg-xid79-nvsentinel-155.txt").read_text()
+    (tmp_path / "log").write_text(aer + xid * (KEEP_LINES + 100))
+    log = replayed(tmp_path / "log", tmp_path)
+    (gpu,) = check_kernel_gpu_log(log)
+    assert gpu.found.startswith(f"{KEEP_LINES} Xid line(s) (codes 79)")
+    (fabric,) = check_kernel_log(log, [])
+    assert fabric.found.startswith("2 uncorrectable PCIe AER error line(s)")
 
 
 def test_swap_in_use_and_zram_are_read_and_judged():

@@ -4,9 +4,9 @@ version; and the nodes' GPUs alike."""
 
 import pytest
 
-from infergate.checks.facts import gpu_health_of, kernel_gpu_log_of, nvml_versions_of
+from infergate.checks.facts import gpu_health_of, kernel_log_of, nvml_versions_of
 from infergate.checks.gpu_health import check_gpu_health, check_gpu_peers
-from infergate.checks.gpu_kernel import check_kernel_gpu_log, check_nvml_mismatch, log_unknown
+from infergate.checks.gpu_kernel import check_kernel_gpu_log, check_nvml_mismatch
 from infergate.fixtures.facts import every_node, read_fact, settled
 from infergate.fixtures.report import fail_on, fail_on_nodes
 
@@ -31,9 +31,9 @@ def test_gpus_alike_across_nodes(probes, inventory):
 def test_no_gpu_errors_in_kernel_log(probes, node):
     """No Xid and no fatal NVRM line (fallen off the bus, API mismatch) since boot; a kernel log
     the probe may not read is unknown, and the skip names the permission."""
-    log = read_fact(node, probes.of(node), kernel_gpu_log_of)
-    if (unknown := log_unknown(log)) is not None:
-        pytest.skip(unknown)
+    log = read_fact(node, probes.of(node), kernel_log_of)
+    if log.unreadable:
+        pytest.skip(f"the kernel log is unknown: {log.unreadable}")
     fail_on(node, check_kernel_gpu_log(log))
 
 

@@ -26,7 +26,7 @@ from infergate.checks.gpu import (
     parse_nvidia_smi_table,
 )
 from infergate.checks.gpu_health import GpuHealth, parse_nvidia_smi_health
-from infergate.checks.gpu_kernel import KernelGpuLog, parse_kernel_gpu_log, parse_nvml_library
+from infergate.checks.gpu_kernel import parse_nvml_library
 from infergate.checks.host import DockerEngine, parse_docker_version, parse_os_release
 from infergate.checks.image import parse_image_id
 from infergate.checks.kernel_log import KernelLog, parse_kernel_log
@@ -144,7 +144,8 @@ def rdma_ports_of(sections: Sections) -> list[RdmaPort]:
 
 
 def kernel_log_of(sections: Sections) -> KernelLog:
-    """The kernel log's AER, mlx5 and link lines since boot, or why it could not be read."""
+    """The kernel log's AER, mlx5, link and NVRM/Xid lines since boot, or why it could not be
+    read."""
     return parse_kernel_log(section_text(sections, "kernel-log"))
 
 
@@ -224,12 +225,6 @@ def pressure_of(sections: Sections) -> MemoryPressure:
 
 def gpu_health_of(sections: Sections) -> list[GpuHealth]:
     return parse_nvidia_smi_health(section_text(sections, "gpu-health"))
-
-
-def kernel_gpu_log_of(sections: Sections) -> KernelGpuLog:
-    """The kernel's NVRM/Xid lines; a refused dmesg is a log marked unreadable, not an error."""
-    section = finished(sections, "gpu-kernel-log", Section(127, "(section missing)"))
-    return parse_kernel_gpu_log(section.text, section.rc)
 
 
 def nvml_versions_of(sections: Sections) -> tuple[str, str | None, str | None]:

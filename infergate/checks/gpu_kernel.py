@@ -2,32 +2,26 @@
 the kernel log since boot, and NVML's "Driver/library version mismatch" (a driver upgraded
 without a reboot: the loaded kernel module is the old one, the libraries the new).
 
-Xid codes are NVIDIA's (https://docs.nvidia.com/deploy/xid-errors/index.html). Reading the
-kernel log needs CAP_SYSLOG where kernel.dmesg_restrict=1: without it the log is unknown,
-and the finding says which permission is missing.
+Xid codes are NVIDIA's (https://docs.nvidia.com/deploy/xid-errors/index.html). The kernel
+log is the probe's one `kernel-log` section (infergate.checks.kernel_log), read once for the
+fabric and the GPUs; its `unreadable` names the permission the probe's user lacks.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from infergate.checks.kernel_log import KernelLog
 from infergate.problems import Problem
 
-# The kernel's GPU lines, the last 50 (a flood of one Xid must not grow the probe's output);
-# where dmesg is refused, its message and the sysctl that refuses it, and exit 1
-KERNEL_GPU_LOG = r"""
-log=$(dmesg 2>&1) || { printf '%s\n' "$log" | tail -n 1
-  echo "kernel.dmesg_restrict=$(cat /proc/sys/kernel/dmesg_restrict 2>/dev/null)"; exit 1; }
-printf '%s\n' "$log" | grep -E 'NVRM|Xid' | tail -n 50
-true
-"""
 # the NVML library the loader resolves, by its versioned file name (libnvidia-ml.so.580.95.05)
 NVML_LIBRARY = (
     "ldconfig -p | sed -n 's/.*libnvidia-ml[.]so[.]1 .*=> //p' | "
     'while read -r f; do readlink -f "$f"; done'
 )
 
+# the kernel-log section's GPU lines, as its grep picks them
+_GPU_LINE = re.compile(r"NVRM|Xid")
 # Xid lines: "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus."
 _XID = re.compile(r"NVRM: Xid \((PCI:[0-9a-fA-F:.]+)\): (\d+)")
 # NVRM lines that are faults without an Xid: the module refuses the libraries, or the GPU
@@ -41,29 +35,12 @@ _API_MISMATCH = re.compile(
 _PREFIX = re.compile(r"\s*(?:\[\s*[\d.]+\]\s*)?NVRM:\s*")
 
 
-@dataclass(frozen=True)
-class KernelGpuLog:
-    readable: bool
-    lines: tuple[str, ...]  # the NVRM/Xid lines; when unreadable, why (dmesg's own words)
-
-
-def parse_kernel_gpu_log(text: str, rc: int) -> KernelGpuLog:
-    """Parse the probe's `dmesg | grep -E 'NVRM|Xid'` (the last 50 lines); a refused dmesg
-    (exit 1) prints its message and the sysctl that refuses it.
-
-    Sample lines: ``[    3.992259] NVRM: Persistence mode is deprecated and will be removed
-    in a future release.``; refused: ``dmesg: read kernel buffer failed: Operation not
-    permitted`` then ``kernel.dmesg_restrict=1``
-    """
-    lines = tuple(line.strip() for line in text.splitlines() if line.strip())
-    return KernelGpuLog(readable=rc == 0, lines=lines)
-
-
-def check_kernel_gpu_log(log: KernelGpuLog) -> list[Problem]:
+def check_kernel_gpu_log(log: KernelLog) -> list[Problem]:
     """No Xid and no fatal NVRM line in the kernel log since boot (a log the probe may not
-    read has none to judge: see log_unknown)."""
-    xids = [line for line in log.lines if _XID.search(line)]
-    fatal = [line for line in log.lines if _FATAL_NVRM.search(line) and line not in xids]
+    read has no lines to judge: its `unreadable` says why)."""
+    lines = tuple(line.strip() for line in log.lines if _GPU_LINE.search(line))
+    xids = [line for line in lines if _XID.search(line)]
+    fatal = [line for line in lines if _FATAL_NVRM.search(line) and line not in xids]
     if not xids and not fatal:
         return []
     codes = sorted({int(m[2]) for m in map(_XID.search, xids) if m})
@@ -74,7 +51,7 @@ def check_kernel_gpu_log(log: KernelGpuLog) -> list[Problem]:
         Problem(
             found=f"{' and '.join(found)} in the kernel log since boot; last: {last[:240]}",
             planned="no Xid or fatal NVRM line since boot",
-            remedy=_log_remedy(codes, log.lines),
+            remedy=_log_remedy(codes, lines),
         )
     ]
 
@@ -93,22 +70,6 @@ def _log_remedy(codes: list[int], lines: tuple[str, ...]) -> str:
         "`nvidia-smi -q -d ECC,ROW_REMAPPER`"
         + (f" (codes seen: {', '.join(map(str, codes))})" if codes else "")
     )
-
-
-def log_unknown(log: KernelGpuLog) -> str | None:
-    """Why the kernel log is unknown, naming the permission the probe's user lacks; None when
-    it was read."""
-    if log.readable:
-        return None
-    said = "; ".join(log.lines[:2]) or "dmesg printed nothing"
-    if any(line.endswith("dmesg_restrict=1") for line in log.lines):
-        how = (
-            "kernel.dmesg_restrict=1 reserves it to CAP_SYSLOG: probe as root, or "
-            "`sudo sysctl kernel.dmesg_restrict=0`"
-        )
-    else:
-        how = "the probe's user lacks CAP_SYSLOG: probe as root"
-    return f"kernel log unknown ({said}): {how}"
 
 
 _SMI_MISMATCH = "Driver/library version mismatch"

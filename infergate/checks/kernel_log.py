@@ -1,6 +1,6 @@
-"""The kernel log since boot: PCIe AER errors, mlx5 (ConnectX) errors, and the fabric's links
-going down once they were up. NVRM/Xid lines are the GPU checks' (infergate.checks.gpu), so
-they are left out here.
+"""The kernel log since boot, read once per node for the fabric and the GPU checks: PCIe AER
+errors, mlx5 (ConnectX) errors, and the fabric's links going down once they were up, judged
+here; NVRM/Xid lines, judged by infergate.checks.gpu_kernel.
 
 A Spark whose ConnectX-7 logs a fatal AER loses both HCAs and the engine with them
 (MiaAI-Lab/DeepSeek-v4-Flash-DSpark-2x-DGX-Spark#146); mlx5 health and command-timeout errors
@@ -17,13 +17,15 @@ from dataclasses import dataclass
 
 from infergate.problems import Problem
 
-# The most lines the node sends back: the log's matching lines, the last ones kept. A storm of
-# correctable AER lines can be thousands; the judges need the recent ones and a count.
+# The most lines the node sends back of each kind (the fabric's, the GPUs' NVRM/Xid), the last
+# ones kept. A storm of correctable AER lines or of one Xid can be thousands; the judges need
+# the recent ones and a count, and a tail per kind keeps one storm from pushing out the other.
 KEEP_LINES = 400
 
 # `dmesg` first (no journal on many hosts, the H200 device among them), `journalctl -k -b`
 # where dmesg is refused. The first line says who reads it and kernel.dmesg_restrict, so an
-# unreadable log names the missing permission; only matching lines come back.
+# unreadable log names the missing permission; only matching lines come back, the fabric's,
+# then the NVRM/Xid lines (each line in one of the two tails only).
 KERNEL_LOG = rf"""
 r=$(cat /proc/sys/kernel/dmesg_restrict 2>/dev/null)
 printf 'user\t%s\t%s\t%s\n' "$(id -un)" "$(id -Gn | tr ' ' ,)" "${{r:-?}}"
@@ -34,8 +36,10 @@ else
   else printf 'failed\tjournalctl\t%s\n' "$(printf '%s\n' "$log" | tail -n 1)"; exit 0; fi
 fi
 printf 'source\t%s\n' "$src"
-printf '%s\n' "$log" | grep -E -i -e 'AER|PCIe Bus Error|mlx5|link (is )?(up|down)' \
+printf '%s\n' "$log" | grep -E -v 'NVRM|Xid' \
+  | grep -E -i -e 'AER|PCIe Bus Error|mlx5|link (is )?(up|down)' \
   -e 'insufficient permissions|not seeing messages|No journal files' | tail -n {KEEP_LINES}
+printf '%s\n' "$log" | grep -E 'NVRM|Xid' | tail -n {KEEP_LINES}
 true
 """
 
@@ -43,7 +47,7 @@ true
 @dataclass(frozen=True)
 class KernelLog:
     source: str  # "dmesg" or "journalctl"; "" when neither could be read
-    lines: tuple[str, ...]  # the matching lines, oldest first
+    lines: tuple[str, ...]  # the matching lines, oldest first within each kind
     unreadable: str  # why the log could not be read, naming the permission; "" when read
 
 
@@ -56,6 +60,7 @@ def parse_kernel_log(text: str) -> KernelLog:
     ``failed|dmesg|dmesg: read kernel buffer failed: Operation not permitted``
     ``source|dmesg``
     ``[   39.290479] pcieport 0001:00:00.0: AER: Uncorrectable (Fatal) error message received from 0001:00:00.0``
+    ``[    3.444931] NVRM: Persistence mode is deprecated and will be removed in a future release.``
     """  # noqa: E501
     head: dict[str, list[str]] = {}
     lines: list[str] = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from infergate.checks.gpu import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from infergate.checks.gpu_health import HEALTH_FIELDS
-from infergate.checks.gpu_kernel import KERNEL_GPU_LOG, NVML_LIBRARY
+from infergate.checks.gpu_kernel import NVML_LIBRARY
 from infergate.checks.kernel_log import KERNEL_LOG
 from infergate.problems import Problem
 from infergate.waiting import LOOK_AT, Deadline
@@ -115,7 +115,6 @@ GPU_SECTIONS = (
     ("ldconfig-cuda", "ldconfig -p | grep libcuda"),
     ("gpu-health", f"nvidia-smi --query-gpu={','.join(HEALTH_FIELDS)} "
      "--format=csv,noheader,nounits"),
-    ("gpu-kernel-log", KERNEL_GPU_LOG),
     ("nvml-library", NVML_LIBRARY),
 )  # fmt: skip
 
