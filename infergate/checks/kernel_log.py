@@ -94,7 +94,11 @@ def _missing_permission(user: list[str], said: list[str]) -> str:
     else:
         journal = f"groups {groups}: neither adm nor systemd-journal"
     neither = f"the kernel ring buffer ({ring}) nor the journal ({journal})"
-    return f"{quoted}: {name} may read neither {neither}"
+    grant = f"`sudo usermod -aG adm {name}`" if name != "?" else "`sudo usermod -aG adm USER`"
+    return (
+        f"{quoted}: {name} may read neither {neither}; to let the gate read it: {grant} "
+        "(the journal), or `sudo sysctl kernel.dmesg_restrict=0` (the ring buffer)"
+    )
 
 
 @dataclass(frozen=True)
