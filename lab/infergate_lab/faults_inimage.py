@@ -1,5 +1,6 @@
-"""Faults the planned image sees in the model: its chat template gone from one node's copy.
-Registered in faults.KINDS."""
+"""Faults the planned image meets on one node: its model's chat template gone from the node's
+copy; the node's dockerd capping every container's open files; a cache directory the launch
+mounts read-only in the node. Registered in faults.KINDS."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infergate_lab import services
 from infergate_lab.fault_kind import FaultKind, Undo
 from infergate_lab.layout import NodeSpec
-from infergate_lab.shell import LabError
+from infergate_lab.shell import LabError, run
 
 if TYPE_CHECKING:
     from infergate_lab.lab import Lab
@@ -55,8 +57,60 @@ def _template_back(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
     stash.rmdir()
 
 
+def _restart_dockerd(lab: Lab, spec: NodeSpec, extra: list[str]) -> None:
+    """The node's dockerd stopped and started again with EXTRA flags (none: as the lab runs
+    it); its images stay, in the same data root."""
+    state = lab.state
+    services.stop_service(state, spec, "dockerd")
+    services.wait_ready(state, services.start(state, lab.cgroups, [spec], ["dockerd"], extra))
+
+
+def _docker_ulimit(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
+    """dockerd restarted with `--default-ulimit nofile=NOFILE:NOFILE`: every container it
+    starts gets that limit unless its own --ulimit says otherwise, as a site's daemon.json
+    default-ulimits (or a LimitNOFILE the containers inherit) makes it."""
+    if not args[0].isdigit() or int(args[0]) < 1:
+        raise LabError(f"docker-ulimit takes NOFILE, a count of open files, got {args[0]!r}")
+    try:
+        _restart_dockerd(lab, spec, [f"--default-ulimit=nofile={args[0]}:{args[0]}"])
+    except LabError:
+        _restart_dockerd(lab, spec, [])
+        raise
+    return {}
+
+
+def _docker_normal(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
+    _restart_dockerd(lab, spec, [])
+
+
+# $1 the directory (made where missing, as `docker run -v` makes it): bound onto itself in the
+# node's mount namespace, that bind then remounted read-only (undone if the remount fails)
+_READ_ONLY = """set -e
+mkdir -p "$1"
+mount --bind "$1" "$1"
+mount -o remount,bind,ro "$1" || { umount "$1"; exit 1; }
+"""
+
+
+def _cache_readonly(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
+    """PATH read-only in the node only: a container's `-v PATH:DIR` is read-only too (a bind
+    keeps its source's read-only flag), as a cache on a read-only export would be."""
+    if not args[0].startswith("/"):
+        raise LabError(f"cache-readonly takes an absolute PATH, got {args[0]!r}")
+    run([*lab.nsenter(spec), "sh", "-c", _READ_ONLY, "sh", args[0]])
+    return {"path": args[0]}
+
+
+def _cache_writable(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
+    run([*lab.nsenter(spec), "umount", undo["path"]])
+
+
 KINDS = (
     FaultKind("chat-template-missing", ("MODEL",), "MODEL's chat template (chat_template.jinja, "
               "tokenizer_config.json's chat_template) removed from the node's copy",
               _template_missing, _template_back),
+    FaultKind("docker-ulimit", ("NOFILE",), "the node's dockerd restarted with "
+              "--default-ulimit nofile=NOFILE:NOFILE", _docker_ulimit, _docker_normal),
+    FaultKind("cache-readonly", ("PATH",), "PATH read-only in the node (a read-only bind "
+              "mount of it onto itself)", _cache_readonly, _cache_writable),
 )  # fmt: skip

@@ -3,7 +3,7 @@ cgroup, many nodes at once, and waited for together under one deadline."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from infergate.waiting import Deadline, WaitTimedOut, wait_until
@@ -42,16 +42,21 @@ def running(state: LabState, spec: NodeSpec, name: str) -> Proc | None:
 
 
 def start(
-    state: LabState, cgroups: Cgroups, specs: Iterable[NodeSpec], names: Iterable[str]
+    state: LabState,
+    cgroups: Cgroups,
+    specs: Iterable[NodeSpec],
+    names: Iterable[str],
+    extra: Sequence[str] = (),
 ) -> list[tuple[NodeSpec, str]]:
-    """Launch each named service on each node unless it runs; return what was launched."""
+    """Launch each named service on each node unless it runs, EXTRA appended to its
+    command line (a fault's own flags); return what was launched."""
     started = []
     for spec in specs:
         for name in names:
             if running(state, spec, name):
                 continue
             service = SERVICES[name]
-            argv = [*nsenter(spec), *service.argv(spec)]
+            argv = [*nsenter(spec), *service.argv(spec), *extra]
             pid = launch(argv, cgroups.procs_file(spec), spec.log(name))
             state.node(spec.name).procs[name] = Proc.of(pid)
             state.save()
