@@ -11,12 +11,19 @@ from infergate.checks.facts import (
     compat_libs_of,
     docker_of,
     gpu_apps_of,
+    gpu_health_of,
     gpus_of,
     image_id_of,
+    kernel_log_of,
+    nvml_versions_of,
+    pressure_of,
     smi_table_of,
 )
 from infergate.checks.gpu import check_foreign_gpu_users, check_gpu_count
+from infergate.checks.gpu_health import check_gpu_health
+from infergate.checks.gpu_kernel import check_kernel_gpu_log, check_nvml_mismatch
 from infergate.checks.inimage_ran import probe_blockers
+from infergate.checks.kernel_log import check_kernel_log
 from infergate.checks.nccl import parse_torchrun_log
 from infergate.checks.probe import parse_sections
 from infergate.fixtures.inventory import load_inventory
@@ -118,3 +125,41 @@ def test_a_holder_on_gpu_1_turns_the_healthy_host_red_naming_it():
     assert "1 failed, 3 passed, 3 skipped" in red
     assert "FAILED tests_preflight/test_gpu.py::test_no_foreign_gpu_users[h200]" in red
     assert problem.found in red
+
+
+INSTALLED = DATA / "preflight-installed"  # the wheel installed there, 2026-12-01 (README)
+
+
+def test_the_installed_suite_runs_the_health_checks_for_real_green_then_red_on_the_holder():
+    """Issue 15's GPU checks (health, peers, Xid, NVML) ran on a real H200 from the wheel:
+    green on the healthy host, and with 12 GiB held only the foreign-user test went red."""
+    green = (INSTALLED / "gpu-green.txt").read_text()
+    red = (INSTALLED / "gpu-red.txt").read_text()
+    for run in (green, red):
+        assert "tests_preflight/test_gpu_health.py ....  " in run  # all four passed
+        assert "no swap, psi 0.00%  ok, N/A: retired pages" in run  # the summary's columns
+    assert "8 passed, 4 skipped, 37 deselected" in green
+    assert "FAILED" not in green
+    assert "1 failed, 7 passed, 4 skipped, 37 deselected" in red
+    failures = red.split("= FAILURES =")[1].split("infergate: per-node summary")[0]
+    (failed,) = [line.strip("_ ") for line in failures.splitlines() if line.startswith("___")]
+    assert failed == "test_no_foreign_gpu_users[h200]"
+    assert "holds 12898 MiB on GPU 0" in red
+
+
+def test_the_real_h200_probe_reads_healthy_in_every_new_judge():
+    sections = parse_sections((INSTALLED / "probe-idle.txt").read_text())
+    (gpu,) = gpu_health_of(sections)
+    assert (gpu.sm_max_mhz, gpu.power_limit_w, gpu.reasons) == (1980, 700.0, 0x1)  # idle
+    assert check_gpu_health([gpu]) == []
+    log = kernel_log_of(sections)
+    assert log.source == "dmesg"
+    # its boot command line names mlx5_core (driver_async_probe=): no mlx5 error for that
+    assert any("mlx5_core" in line for line in log.lines)
+    assert check_kernel_log(log, ["fab0"]) == []
+    assert check_kernel_gpu_log(log) == []
+    smi, module, library = nvml_versions_of(sections)
+    assert (module, library) == ("580.159.04", "580.159.04")
+    assert check_nvml_mismatch(smi, module, library) == []
+    assert pressure_of(sections).psi_some_avg10 == 0.0
+    assert pressure_of(sections).swap_used == 0
