@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Literal, cast, get_args, get_origin, get_type_hints
@@ -150,6 +150,23 @@ class Engine:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold {fabric_ip} etc.
     docker_args: tuple[str, ...] = ()  # extra `docker run` options for the engine's containers
     secret_env: tuple[str, ...] = ()  # env names whose values are secrets whatever their names
+
+
+def flag_values(flags: Sequence[str], *names: str) -> list[tuple[str, str | None]]:
+    """(name, value) of each of NAMES in engine FLAGS, `--name value` or `--name=value`, in
+    their order; None for a last flag with nothing after it."""
+    found = []
+    for i, flag in enumerate(flags):
+        name, eq, value = flag.partition("=")
+        if name in names:
+            found.append((name, value if eq else (flags[i + 1] if i + 1 < len(flags) else None)))
+    return found
+
+
+def flag_value(flags: Sequence[str], *names: str) -> str | None:
+    """The value of the last of NAMES in FLAGS, as the engine's argparse keeps it."""
+    found = flag_values(flags, *names)
+    return found[-1][1] if found else None
 
 
 @dataclass(frozen=True)

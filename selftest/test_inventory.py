@@ -21,6 +21,8 @@ from infergate.inventory import (
     InventoryError,
     Ssh,
     Thresholds,
+    flag_value,
+    flag_values,
     parse_inventory,
 )
 
@@ -477,3 +479,14 @@ def test_inventory_error_is_a_value_error_with_its_path() -> None:
     error = InventoryError("engine.api_port", "required key is missing")
     assert isinstance(error, ValueError)
     assert str(error) == "engine.api_port: required key is missing"
+
+
+def test_engine_flags_read_in_both_forms_the_last_one_winning():
+    flags = ("--max-model-len", "4096", "--enforce-eager", "--max-model-len=8192", "--tokenizer")
+    assert flag_values(flags, "--max-model-len") == [
+        ("--max-model-len", "4096"),
+        ("--max-model-len", "8192"),
+    ]
+    assert flag_value(flags, "--max-model-len") == "8192"
+    assert flag_values(flags, "--tokenizer") == [("--tokenizer", None)]
+    assert flag_value(flags, "--context-length") is None

@@ -5,7 +5,6 @@ import pytest
 from infergate.checks.kv_budget import (
     GIB,
     check_context_fits,
-    flag_value,
     kv_shape_of,
     planned_context,
     rank_kv_budget,
@@ -13,6 +12,7 @@ from infergate.checks.kv_budget import (
 )
 from infergate.fixtures.facts import read_fact
 from infergate.fixtures.report import fail_on
+from infergate.inventory import flag_value
 
 
 def test_context_length_fits_kv_cache(probes, node, inventory):

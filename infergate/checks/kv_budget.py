@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infergate.checks.facts import ProbeError, Sections, gpus_of, memory_of, section_text
+from infergate.inventory import flag_value
 from infergate.problems import Problem
 
 GIB = 1024**3
@@ -79,16 +80,6 @@ def parse_model_config(text: str) -> KvShape:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"config.json lacks what the KV cache size needs: {e!r}") from None
-
-
-def flag_value(flags: Sequence[str], *names: str) -> str | None:
-    """The value of the last of NAMES in FLAGS (`--name value` or `--name=value`)."""
-    found = None
-    for i, flag in enumerate(flags):
-        name, eq, value = flag.partition("=")
-        if name in names:
-            found = value if eq else (flags[i + 1] if i + 1 < len(flags) else None)
-    return found
 
 
 def parse_token_count(value: str) -> int | None:

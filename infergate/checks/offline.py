@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from infergate.checks.disk import Volume
 from infergate.checks.facts import Sections, section_text
 from infergate.checks.ports import dial_command, parse_dials
-from infergate.inventory import plan_key
+from infergate.inventory import flag_values, plan_key
 from infergate.problems import Problem
 
 HUB_DEFAULT = "https://huggingface.co"
@@ -71,13 +71,7 @@ def hub_dial_of(sections: Sections) -> str | None:
 
 def planned_sources(flags: Sequence[str]) -> list[tuple[str, str]]:
     """(flag, value) of every tokenizer flag, `--flag value` or `--flag=value`."""
-    found = []
-    for i, word in enumerate(flags):
-        name, eq, value = word.partition("=")
-        if name in TOKENIZER_FLAGS:
-            value = value if eq else (flags[i + 1] if i + 1 < len(flags) else "")
-            found.append((name, value))
-    return found
+    return [(name, value or "") for name, value in flag_values(flags, *TOKENIZER_FLAGS)]
 
 
 def check_sources_local(
