@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from infergate.checks.bandwidth import (
+    MARKER,
     Rail,
     check_rails,
     ib_write_bw_client,
@@ -16,10 +17,10 @@ from infergate.checks.bandwidth import (
     parse_tcp_answer,
     receive_command,
     send_command,
-    stop_receiver_command,
 )
 from infergate.checks.facts import kernel_log_of, rdma_ports_of
 from infergate.checks.kernel_log import KERNEL_LOG, check_kernel_log
+from infergate.checks.ports import stop_listener_command
 from infergate.checks.probe import RDMA_PORTS, parse_sections, probe_script
 from infergate.checks.rdma_health import check_rdma_health, link_rate_gbps
 from infergate.checks.rdma_sysfs import parse_rdma_sysfs, rdma_plan
@@ -180,7 +181,7 @@ def test_tcp_rail_measured_for_real_on_loopback():
         sent = subprocess.run(send_command("127.0.0.1", receiver.port), shell=True,
                               capture_output=True, text=True, timeout=30)  # fmt: skip
     finally:
-        subprocess.run(stop_receiver_command(receiver.pid), shell=True, timeout=30)
+        subprocess.run(stop_listener_command(receiver.pid, MARKER), shell=True, timeout=30)
     gbps, said = parse_tcp_answer(sent.stdout)
     assert gbps is not None, (sent.stdout, said)
     assert gbps > 0.01

@@ -100,12 +100,6 @@ def send_command(address: str, port: int, seconds: float = SECONDS) -> str:
     return f"python3 -c {shlex.quote(_SEND)} {address} {port} {seconds}"
 
 
-def stop_receiver_command(pid: int, marker: str = MARKER) -> str:
-    """Kill the receiver (or ib_write_bw server) only if that pid is still ours: its argv holds
-    MARKER (never a recycled pid)."""
-    return f"grep -q {marker} /proc/{pid}/cmdline 2>/dev/null && kill {pid} || true"
-
-
 @dataclass(frozen=True)
 class Receiver:
     pid: int | None

@@ -103,9 +103,11 @@ def parse_dials(text: str) -> dict[tuple[str, int], str]:
     return results
 
 
-def stop_listener_command(pid: int) -> str:
-    """Kill the listener only if that pid is still ours (never a recycled pid)."""
-    return f"grep -q {MARKER} /proc/{pid}/cmdline 2>/dev/null && kill {pid} || true"
+def stop_listener_command(pid: int, marker: str = MARKER) -> str:
+    """Kill a process the suite started on a node (a listener, a rail's receiver or
+    ib_write_bw server) only if that pid is still ours: its argv holds MARKER (never a
+    recycled pid)."""
+    return f"grep -q {marker} /proc/{pid}/cmdline 2>/dev/null && kill {pid} || true"
 
 
 @dataclass(frozen=True)
