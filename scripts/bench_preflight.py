@@ -16,8 +16,9 @@ import argparse
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from bench_timing import green_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB_INVENTORY = "/var/lib/infergate-lab/inventory.yaml"
@@ -44,12 +45,7 @@ def preflight_seconds(mode: tuple[str, ...]) -> float:
         "no:cacheprovider",
         f"--inventory={LAB_INVENTORY}",  # =: a separate path outside the project moves rootdir
     ]
-    start = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"preflight failed, not timing a red run:\n{done.stdout[-3000:]}")
-    return elapsed
+    return green_seconds(argv, ROOT)
 
 
 def measure(nodes: int, repeats: int) -> dict[str, list[float]]:
