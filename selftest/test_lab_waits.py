@@ -11,7 +11,11 @@ from infergate_lab.procs import Proc, stop
 
 
 def test_stop_waits_its_deadline_then_kills_what_ignores_sigterm():
-    deaf = subprocess.Popen(["sh", "-c", "trap '' TERM; exec sleep 30"])
+    deaf = subprocess.Popen(
+        ["sh", "-c", "trap '' TERM; echo deaf; exec sleep 30"], stdout=subprocess.PIPE, text=True
+    )
+    assert deaf.stdout is not None
+    assert deaf.stdout.readline() == "deaf\n"  # SIGTERM is ignored from here on, not before
     polite = subprocess.Popen(["sleep", "30"])
     procs = [Proc.of(deaf.pid), Proc.of(polite.pid)]
     start = time.monotonic()
@@ -21,6 +25,7 @@ def test_stop_waits_its_deadline_then_kills_what_ignores_sigterm():
     finally:
         deaf.kill()
         polite.kill()
+        deaf.stdout.close()
     assert not any(p.alive() for p in procs)
     assert 0.5 <= took < 2, took  # the deadline, then the kill at once
     assert (deaf.wait(), polite.wait()) == (-9, -15)
