@@ -112,7 +112,7 @@ NEEDED = {
 PATH_EXTRA = "/usr/sbin:/sbin"
 
 
-def _which(cmd: str) -> str | None:
+def which(cmd: str) -> str | None:
     return shutil.which(cmd, path=f"{os.environ.get('PATH', '')}:{PATH_EXTRA}")
 
 
@@ -122,16 +122,17 @@ def busybox_is_static() -> bool:
     return run(["ldd", str(BUSYBOX_BIN)], check=False).returncode != 0  # "not a dynamic executable"
 
 
-def missing_packages() -> list[str]:
-    pkgs = {pkg for cmd, pkg in NEEDED.items() if _which(cmd) is None}
-    if not busybox_is_static():
+def missing_packages(needed: Mapping[str, str] = NEEDED) -> list[str]:
+    pkgs = {pkg for cmd, pkg in needed.items() if which(cmd) is None}
+    if needed is NEEDED and not busybox_is_static():
         pkgs.add("busybox-static")
     return sorted(pkgs)
 
 
-def ensure_packages() -> list[str]:
-    """Install the Debian packages whose commands are missing; returns what was installed."""
-    pkgs = missing_packages()
+def ensure_packages(needed: Mapping[str, str] = NEEDED) -> list[str]:
+    """Install the Debian packages whose commands are missing (the lab's, or those given:
+    command -> package); returns what was installed."""
+    pkgs = missing_packages(needed)
     if not pkgs:
         return []
     env = {"DEBIAN_FRONTEND": "noninteractive"}
