@@ -28,6 +28,7 @@ from infergate.inference.metrics import (
     summary_from_dict,
     summary_to_dict,
 )
+from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.secrets import private_dir, write_private
 
 
@@ -65,6 +66,8 @@ class Results:
     conformance: tuple[Outcome, ...] = ()
     nodes: tuple[Mapping[str, object], ...] = ()  # per-node facts, one mapping a node
     evidence: tuple[Evidence, ...] = ()
+    samples: tuple[LevelSamples, ...] = ()  # for the pictures; not in results.json
+    engine: tuple[EngineSample, ...] = ()  # the engine's /metrics over the load
 
 
 def write_report(out_dir: Path, results: Results) -> tuple[Path, Path]:

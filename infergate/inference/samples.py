@@ -1,0 +1,29 @@
+"""The raw samples behind the report's pictures, kept apart from the figures (results.json
+holds the figures; requests.jsonl each request): what one level's requests saw, and what the
+engine's own /metrics said while the load ran."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LevelSamples:
+    """One level of the load, as its pictures need it."""
+
+    label: str  # how the report names the level: "c=16", or "4 req/s" for an open-loop rate
+    ttft_ms: tuple[float, ...]  # per completed request
+    itl_ms: tuple[float, ...]  # every gap between two content chunks of a request, pooled
+    # (seconds since the level began, output tokens) per content chunk, in arrival order; a
+    # request's usage tokens are spread evenly over its chunks
+    output_tokens_at: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class EngineSample:
+    """One scrape of the engine's Prometheus /metrics during the load."""
+
+    t_s: float  # seconds since the load began (the warm-up excluded)
+    level: str  # the LevelSamples.label running at the time
+    values: Mapping[str, float]  # kv_cache_usage (0..1), running, waiting, preemptions (total)
