@@ -4,8 +4,11 @@ engine's own /metrics said while the load ran."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from infergate.inference.client import StreamRecord
 
 
 @dataclass(frozen=True)
@@ -27,3 +30,20 @@ class EngineSample:
     t_s: float  # seconds since the load began (the warm-up excluded)
     level: str  # the LevelSamples.label running at the time
     values: Mapping[str, float]  # kv_cache_usage (0..1), running, waiting, preemptions (total)
+
+
+def level_samples(label: str, records: Sequence[StreamRecord], began_s: float) -> LevelSamples:
+    """The samples of one level's completed requests; `began_s` is the level's start on the
+    records' clock (time.perf_counter())."""
+    done = [r for r in records if r.ok and r.ttft_s is not None]
+    arrivals = sorted(
+        (t - began_s, (r.completion_tokens or r.content_chunks) / r.content_chunks)
+        for r in done
+        for t in r.content_times
+    )
+    return LevelSamples(
+        label=label,
+        ttft_ms=tuple((r.ttft_s or 0.0) * 1000 for r in done),
+        itl_ms=tuple((b - a) * 1000 for r in done for a, b in itertools.pairwise(r.content_times)),
+        output_tokens_at=tuple(arrivals),
+    )
