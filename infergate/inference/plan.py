@@ -170,9 +170,10 @@ def _goodput_remedy(summary: LevelSummary, slo: Slo) -> str:
     """Leads with the objective missed most, and that figure's distribution."""
     missed = dict(summary.goodput.missed) if summary.goodput else {}
     worst = max(missed, key=lambda name: missed[name])
-    if not missed[worst]:  # every completed request was within: the failures cost it
+    if not missed[worst]:  # the failures alone cost it
         return (
-            f"every completed request met the SLO; {summary.failed} failed: "
+            f"the {summary.completed} completed request(s) all met the SLO; {summary.failed} "
+            "failed: "
             f"{'; '.join(summary.errors)}. Read the engine log on every node for their time"
         )
     figure = getattr(summary, worst)
