@@ -20,9 +20,13 @@ vllm/benchmarks/lib/endpoint_request_func.py), followed here:
 - total token throughput: (input + output tokens) over the duration;
 - mean, median, std, p90, p95 and p99 as numpy computes them (std the population's, numpy's
   default ddof=0; percentiles by linear interpolation); an empty set reports 0, as vLLM
-  does (`count` tells it apart here);
+  does (`count` tells it apart here). AIPerf's profile_export_aiperf.json reports the
+  sample's std instead (https://docs.nvidia.com/aiperf/reference/json-export-schema), a
+  little larger on a few requests;
 - goodput (`--goodput`): completed requests within every planned objective (TTFT, TPOT,
-  E2E; a one-token answer's TPOT counts as 0) over the duration.
+  E2E; a one-token answer's TPOT counts as 0) over the duration; its share of all the
+  level's requests is what AIPerf calls good_request_fraction and gates on
+  (https://docs.nvidia.com/aiperf/dev/tutorials/metrics-analysis/benchmark-goodput-with-ai-perf).
 
 Where this differs from vLLM: vLLM's chat client takes the first chunk with any `choices`
 as the first token, the role-only `{"role":"assistant","content":""}` chunk included, and
