@@ -213,6 +213,26 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Slo:
+    """Service level objectives of one request, as `vllm bench serve --goodput` takes them
+    (https://github.com/vllm-project/vllm/blob/main/vllm/benchmarks/serve.py): a completed
+    request within every objective set counts towards goodput."""
+
+    ttft_ms: float | None = None  # time to first token, at most
+    tpot_ms: float | None = None  # time per output token after the first, at most
+    e2e_ms: float | None = None  # the whole request, sent to last event, at most
+    # the share of each level's requests (failed ones included) within every objective set;
+    # judged at every level (default: goodput is reported, not gated)
+    min_goodput_fraction: float | None = None
+
+    @property
+    def terms(self) -> dict[str, float]:
+        """The objectives set, by vLLM's --goodput names (ttft, tpot, e2el), in ms."""
+        named = {"ttft": self.ttft_ms, "tpot": self.tpot_ms, "e2el": self.e2e_ms}
+        return {name: ms for name, ms in named.items() if ms is not None}
+
+
+@dataclass(frozen=True)
 class Inference:
     """What tests_inference sends and the figures it gates on."""
 
@@ -229,6 +249,7 @@ class Inference:
     # `delta.reasoning` in vLLM since its rename); probes then judge the answer alone
     thinking: bool = False
     probes: tuple[Probe, ...] = ()
+    slo: Slo = Slo()  # per-request objectives: goodput, and its gate
 
 
 @dataclass(frozen=True)
@@ -545,6 +566,7 @@ def _allow(data: object, path: str) -> Allow:
 
 
 _TOKENS = v.int_in(1, 1_048_576)
+_MS = v.number_in(0, 3_600_000, " ms", above=True)
 
 
 def _inference(data: object, path: str) -> Inference:
@@ -557,7 +579,7 @@ def _inference(data: object, path: str) -> Inference:
             s.at("requests_per_level"),
             f"{requests} is fewer than the highest concurrency ({concurrency[-1]})",
         )
-    max_ttft_ms = s.maybe("max_ttft_ms", v.number_in(0, 3_600_000, " ms", above=True))
+    max_ttft_ms = s.maybe("max_ttft_ms", _MS)
     if max_ttft_ms is not None and 1 not in concurrency:
         raise InventoryError(s.at("max_ttft_ms"), "is judged at concurrency 1; add 1 to levels")
     return Inference(
@@ -574,7 +596,24 @@ def _inference(data: object, path: str) -> Inference:
         baseline_tolerance=s.get("baseline_tolerance", _RATIO, d.baseline_tolerance),
         thinking=s.get("thinking", v.boolean, d.thinking),
         probes=s.get("probes", v.list_of(_probe), ()),
+        slo=s.get("slo", _slo, Slo()),
     )
+
+
+def _slo(data: object, path: str) -> Slo:
+    s = v.Section(data, path, keys(Slo))
+    slo = Slo(
+        ttft_ms=s.maybe("ttft_ms", _MS),
+        tpot_ms=s.maybe("tpot_ms", _MS),
+        e2e_ms=s.maybe("e2e_ms", _MS),
+        min_goodput_fraction=s.maybe("min_goodput_fraction", _RATIO),
+    )
+    if slo.min_goodput_fraction is not None and not slo.terms:
+        raise InventoryError(
+            s.at("min_goodput_fraction"), "gates goodput, which needs an objective: set "
+            "ttft_ms, tpot_ms or e2e_ms beside it"
+        )  # fmt: skip
+    return slo
 
 
 _LEVEL_LIST = v.list_of(v.int_in(1, 4096), min_len=1)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from infergate.inference.outputs import level_slug
+from infergate.inference.report import read_results
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped
@@ -39,9 +41,17 @@ def smoke(pytester: pytest.Pytester, url: str, *args: str, inventory: Path | Non
                      "--report-dir", str(report), *args, inventory=inventory)  # fmt: skip
 
 
-def test_external_endpoint_green_with_a_report(server, pytester, lab):
-    run = smoke(pytester, server)
+GOODPUT = "test_performance.py::test_goodput_meets_the_slo[c1]"
+
+
+def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
+    plan = tmp_path / "plan.yaml"  # an SLO any server that answers meets: the gate runs green
+    text = (ROOT / "inventories" / "lab.yaml").read_text()
+    slo = "  slo: {e2e_ms: 600000, min_goodput_fraction: 1}\n"
+    plan.write_text(text.replace("\ninference:\n", f"\ninference:\n{slo}"))
+    run = smoke(pytester, server, inventory=plan)
     assert run.red() == set(), run.output
+    assert run.outcomes[GOODPUT].status == "passed"
     assert "test_correctness.py::test_known_answer[probe0]" not in {
         t for t, o in run.outcomes.items() if o.status == "skipped"
     }
@@ -49,7 +59,13 @@ def test_external_endpoint_green_with_a_report(server, pytester, lab):
     page = (report / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 2
     assert "node1" in page  # the per-node facts
-    assert (report / "results.json").exists()
+    levels = read_results(report / "results.json").levels
+    assert all(s.goodput is not None for s in levels)
+    vllm = {f"vllm-{level_slug(s)}.json" for s in levels}
+    assert {p.name for p in report.glob("vllm-*.json")} == vllm
+    sent = sum(s.completed + s.failed for s in levels)
+    assert len((report / "requests.jsonl").read_text().splitlines()) == sent
+    assert (report / "results.csv").read_text().count("\n") == len(levels) + 1
     running = lab.ssh("node1", ["docker", "inspect", "-f", "{{.State.Running}}", CONTAINER])
     assert running.stdout.strip() == "true", "--endpoint must never stop the server"
 

@@ -26,7 +26,7 @@ import yaml
 
 from infergate.inference import baseline, client, metrics, plan, report, sse
 from infergate.inference.client import StreamRecord
-from infergate.inventory import Inference, InventoryError, Probe, parse_inventory
+from infergate.inventory import Inference, InventoryError, Probe, Slo, parse_inventory
 from infergate_lab.usage_proxy import strip_usage
 from selftest.local_http import JsonHandler, serving
 
@@ -189,7 +189,12 @@ def test_percentiles_match_numpy() -> None:
     values = [0.013, 0.5, 0.021, 0.9, 0.3, 0.77, 0.04]
     for p in (0, 50, 90, 99, 100):
         assert metrics.percentile(values, p) == pytest.approx(np.percentile(values, p))
-    assert metrics.distribution([]) == metrics.Distribution(0.0, 0.0, 0.0, 0)
+    assert metrics.distribution([]) == metrics.Distribution(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+    d = metrics.distribution(values)
+    assert (d.p90_ms, d.p95_ms, d.p99_ms) == pytest.approx(
+        np.percentile(values, [90, 95, 99]) * 1000
+    )
+    assert d.std_ms == pytest.approx(np.std(values) * 1000)  # population, numpy's ddof=0
 
 
 def test_summary_survives_a_json_round_trip() -> None:
@@ -261,6 +266,7 @@ def results() -> report.Results:
 
 def test_report_is_self_contained_with_two_plots(tmp_path: Path) -> None:
     json_path, html_path = report.write_report(tmp_path / "run", results())
+    assert (tmp_path / "run" / "results.csv").read_text().count("\n") == 4  # header, 3 levels
     page = html_path.read_text()
     assert page.count('<img src="data:image/png;base64,') == 2
     assert "<script" not in page
@@ -308,8 +314,11 @@ def test_full_inference_section_parses() -> None:
         "baseline_tolerance": 0.3,
         "thinking": True,
         "probes": [{"prompt": "Capital of France?", "expect": "paris"}],
+        "slo": {"ttft_ms": 500, "tpot_ms": 50.5, "min_goodput_fraction": 0.9},
     }
     inf = parse_inventory(lab_with_inference(section)).inference
+    assert inf.slo == Slo(ttft_ms=500.0, tpot_ms=50.5, min_goodput_fraction=0.9)
+    assert inf.slo.terms == {"ttft": 500.0, "tpot": 50.5}
     assert inf.concurrency == (1, 2, 8)
     assert inf.min_output_tokens_per_s == 5.0
     assert inf.probes == (Probe("Capital of France?", "paris", 32),)
@@ -334,6 +343,14 @@ def test_full_inference_section_parses() -> None:
             "unknown",
         ),
         ({"max_tokenz": 3}, "inference.max_tokenz", "unknown key"),
+        ({"slo": {"ttft_ms": 0}}, "inference.slo.ttft_ms", "greater than 0"),
+        ({"slo": {"e2e": 9}}, "inference.slo.e2e", "unknown key"),
+        ({"slo": {"min_goodput_fraction": 1.5}}, "inference.slo.min_goodput_fraction", "ratio"),
+        (
+            {"slo": {"min_goodput_fraction": 0.9}},
+            "inference.slo.min_goodput_fraction",
+            "needs an objective",
+        ),
     ],
 )
 def test_bad_inference_values_name_their_key_path(section: object, at: str, says: str) -> None:

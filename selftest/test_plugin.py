@@ -136,10 +136,11 @@ def test_a_check_without_thresholds_skips_or_fails_under_strict(
 
 
 def test_the_performance_tests_skip_only_through_the_strict_helper() -> None:
-    """Their three skips for a missing threshold or baseline each fail under --strict."""
+    """Their four skips for a missing threshold, goodput floor or baseline each fail under
+    --strict."""
     source = (ROOT / "tests_inference" / "test_performance.py").read_text()
     assert "pytest.skip(" not in source
-    assert source.count("skip_unconfigured(") == 3
+    assert source.count("skip_unconfigured(") == 4
 
 
 @pytest.mark.parametrize(

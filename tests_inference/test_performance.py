@@ -11,7 +11,7 @@ from infergate.fixtures.plugin import skip_unconfigured
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
-from infergate.inference.plan import check_failures, check_thresholds
+from infergate.inference.plan import check_failures, check_goodput, check_thresholds
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
@@ -65,6 +65,17 @@ def test_throughput_meets_the_plan(
             "no thresholds: set inference.min_output_tokens_per_s or inference.max_ttft_ms",
         )
     fail_on_cluster(inventory.nodes, check_thresholds(sweep, plan))
+
+
+def test_goodput_meets_the_slo(
+    sweep: list[LevelSummary], inventory: Inventory, pytestconfig: pytest.Config, concurrency: int
+) -> None:
+    """At this many concurrent streams, at least the planned share of requests meets every
+    per-request objective (TTFT, TPOT, E2E), as `vllm bench serve --goodput` counts them."""
+    slo = inventory.inference.slo
+    if slo.min_goodput_fraction is None:
+        skip_unconfigured(pytestconfig, "no goodput floor: set inference.slo.min_goodput_fraction")
+    fail_on_cluster(inventory.nodes, check_goodput(level(sweep, concurrency), slo))
 
 
 def test_performance_holds_against_the_baseline(

@@ -15,8 +15,18 @@ vllm/benchmarks/lib/endpoint_request_func.py), followed here:
 - E2E latency: request start to the last JSON event (for chat, the usage chunk);
 - request and output token throughput: completed requests and summed output tokens over the
   whole level's wall duration (warm-up excluded);
-- mean, median and p99 as numpy computes them (p99 by linear interpolation); an empty set
-  reports 0, as vLLM does (`count` tells it apart here).
+- input tokens: `usage.prompt_tokens` of completed requests (vLLM sums the dataset's
+  prompt lengths instead; the server's count here includes the chat template's tokens);
+- total token throughput: (input + output tokens) over the duration;
+- mean, median, std, p90, p95 and p99 as numpy computes them (std the population's, numpy's
+  default ddof=0; percentiles by linear interpolation); an empty set reports 0, as vLLM
+  does (`count` tells it apart here). AIPerf's profile_export_aiperf.json reports the
+  sample's std instead (https://docs.nvidia.com/aiperf/reference/json-export-schema), a
+  little larger on a few requests;
+- goodput (`--goodput`): completed requests within every planned objective (TTFT, TPOT,
+  E2E; a one-token answer's TPOT counts as 0) over the duration; its share of all the
+  level's requests is what AIPerf calls good_request_fraction and gates on
+  (https://docs.nvidia.com/aiperf/dev/tutorials/metrics-analysis/benchmark-goodput-with-ai-perf).
 
 Where this differs from vLLM: vLLM's chat client takes the first chunk with any `choices`
 as the first token, the role-only `{"role":"assistant","content":""}` chunk included, and
@@ -35,14 +45,20 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infergate.inference.client import LoadRun, StreamRecord
+from infergate.inventory import Slo
+
+NO_SLO = Slo()
 
 
 @dataclass(frozen=True)
 class Distribution:
-    """Mean, median and p99 of one per-request (or per-chunk) figure, in milliseconds."""
+    """One per-request (or per-chunk) figure over a level, in milliseconds."""
 
     mean_ms: float
     median_ms: float
+    std_ms: float  # the population's (numpy's default), as vLLM reports it
+    p90_ms: float
+    p95_ms: float
     p99_ms: float
     count: int
 
@@ -58,9 +74,12 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 def distribution(seconds: Sequence[float]) -> Distribution:
     if not seconds:
-        return Distribution(0.0, 0.0, 0.0, 0)
+        return Distribution(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
     ms = [s * 1000 for s in seconds]
-    return Distribution(statistics.fmean(ms), statistics.median(ms), percentile(ms, 99), len(ms))
+    p90, p95, p99 = (percentile(ms, p) for p in (90, 95, 99))
+    return Distribution(
+        statistics.fmean(ms), statistics.median(ms), statistics.pstdev(ms), p90, p95, p99, len(ms)
+    )
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,7 @@ class RequestTiming:
     itls_s: tuple[float, ...]
     content_chunks: int
     usage_tokens: int | None  # usage.completion_tokens, when the server sent it
+    input_tokens: int | None  # usage.prompt_tokens, when the server sent it
 
 
 def request_timing(record: StreamRecord) -> RequestTiming | None:
@@ -92,20 +112,62 @@ def request_timing(record: StreamRecord) -> RequestTiming | None:
         itls_s=tuple(b - a for a, b in itertools.pairwise(times)),
         content_chunks=record.content_chunks,
         usage_tokens=tokens,
+        input_tokens=prompt_tokens(record),
     )
+
+
+def prompt_tokens(record: StreamRecord) -> int | None:
+    """usage.prompt_tokens, as the server counted the prompt (its chat template included)."""
+    tokens = (record.usage or {}).get("prompt_tokens")
+    return tokens if isinstance(tokens, int) else None
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """The completed requests within every planned objective, as `--goodput` counts them,
+    and how many missed each objective (a request may miss several)."""
+
+    good: int
+    per_s: float  # good / duration: vLLM's request_goodput
+    fraction: float  # good / all requests of the level, failed ones included
+    missed: tuple[tuple[str, int], ...]  # (vLLM's name: ttft, tpot or e2el; requests over it)
+
+
+def goodput(timings: Sequence[RequestTiming], sent: int, duration_s: float, slo: Slo) -> Goodput:
+    """Of `sent` requests, those completed (`timings`) within every objective of `slo`."""
+    terms = slo.terms
+    missed = [{name for name, limit in terms.items() if _ms(t, name) > limit} for t in timings]
+    good = sum(not names for names in missed)
+    return Goodput(
+        good=good,
+        per_s=good / duration_s if duration_s > 0 else 0.0,
+        fraction=good / sent if sent else 0.0,
+        missed=tuple((name, sum(name in names for names in missed)) for name in terms),
+    )
+
+
+def _ms(timing: RequestTiming, name: str) -> float:
+    """A request's figure by its --goodput name; a one-token answer's TPOT is 0, as vLLM
+    counts it for goodput."""
+    return 1000 * {"ttft": timing.ttft_s, "tpot": timing.tpot_s or 0.0,
+                   "e2el": timing.latency_s}[name]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class LevelSummary:
-    """One concurrency level, as `vllm bench serve --max-concurrency N` would print it."""
+    """One level, as `vllm bench serve --max-concurrency N` (or `--request-rate R`) would
+    print it."""
 
     concurrency: int
+    request_rate: float | None  # req/s of an open-loop level; None: closed loop
     completed: int
     failed: int
     duration_s: float
+    total_input_tokens: int  # usage.prompt_tokens of completed requests
     total_output_tokens: int
     request_throughput: float  # completed requests / s
     output_throughput: float  # output tokens / s, all streams together
+    total_token_throughput: float  # (input + output tokens) / s
     per_stream_tok_s: float  # decode speed one client sees: 1000 / median TPOT ms
     ttft: Distribution
     tpot: Distribution
@@ -116,20 +178,35 @@ class LevelSummary:
     usage_missing: int  # completed requests without usage
     chunk_discrepancy: float  # sum |chunks - tokens| / sum tokens; 0: one token per chunk
     errors: tuple[str, ...]  # distinct errors of failed requests, the first few
+    goodput: Goodput | None  # None: no objective planned (inference.slo)
+
+    @property
+    def label(self) -> str:
+        """How reports name the level: "c=16", or "4 req/s" for an open-loop rate."""
+        if self.request_rate is not None:
+            return f"{self.request_rate:g} req/s"
+        return f"c={self.concurrency}"
 
     @property
     def tokens_per_chunk(self) -> float:
         return self.usage_tokens / self.content_chunks if self.content_chunks else 0.0
 
 
-def summarize(run: LoadRun) -> LevelSummary:
-    return summarize_records(run.records, run.duration_s, run.concurrency)
+def summarize(run: LoadRun, slo: Slo = NO_SLO) -> LevelSummary:
+    return summarize_records(run.records, run.duration_s, run.concurrency, slo=slo)
 
 
 def summarize_records(
-    records: Sequence[StreamRecord], duration_s: float, concurrency: int
+    records: Sequence[StreamRecord],
+    duration_s: float,
+    concurrency: int,
+    *,
+    request_rate: float | None = None,
+    slo: Slo = NO_SLO,
 ) -> LevelSummary:
     timings = [t for r in records if (t := request_timing(r)) is not None]
+    per_s = 1 / duration_s if duration_s > 0 else 0.0
+    inputs = sum(t.input_tokens or 0 for t in timings)
     reported = [t for t in timings if t.usage_tokens is not None]
     chunks = sum(t.content_chunks for t in reported)
     tokens = sum(t.usage_tokens or 0 for t in reported)
@@ -138,12 +215,15 @@ def summarize_records(
     tpot = distribution([t.tpot_s for t in timings if t.tpot_s is not None])
     return LevelSummary(
         concurrency=concurrency,
+        request_rate=request_rate,
         completed=len(timings),
         failed=len(records) - len(timings),
         duration_s=duration_s,
+        total_input_tokens=inputs,
         total_output_tokens=total,
-        request_throughput=len(timings) / duration_s if duration_s > 0 else 0.0,
-        output_throughput=total / duration_s if duration_s > 0 else 0.0,
+        request_throughput=len(timings) * per_s,
+        output_throughput=total * per_s,
+        total_token_throughput=(inputs + total) * per_s,
         per_stream_tok_s=1000 / tpot.median_ms if tpot.median_ms > 0 else 0.0,
         ttft=distribution([t.ttft_s for t in timings]),
         tpot=tpot,
@@ -154,12 +234,18 @@ def summarize_records(
         usage_missing=len(timings) - len(reported),
         chunk_discrepancy=drift / tokens if tokens else 0.0,
         errors=_distinct_errors(records),
+        goodput=goodput(timings, len(records), duration_s, slo) if slo.terms else None,
     )
 
 
 def _distinct_errors(records: Sequence[StreamRecord], keep: int = 5) -> tuple[str, ...]:
-    errors = [r.error or f"HTTP {r.status}, no text streamed" for r in records if not r.ok]
+    errors = [failure(r) for r in records if not r.ok]
     return tuple(dict.fromkeys(errors))[:keep]
+
+
+def failure(record: StreamRecord) -> str:
+    """Why a request failed: its error, or an answer without text."""
+    return record.error or f"HTTP {record.status}, no text streamed"
 
 
 def summary_to_dict(summary: LevelSummary) -> dict[str, object]:
@@ -172,4 +258,7 @@ def summary_from_dict(data: Mapping[str, object]) -> LevelSummary:
     for key in ("ttft", "tpot", "itl", "e2el"):
         values[key] = Distribution(**values[key])
     values["errors"] = tuple(values["errors"])
+    if values["goodput"] is not None:
+        missed = tuple((name, count) for name, count in values["goodput"]["missed"])
+        values["goodput"] = Goodput(**{**values["goodput"], "missed": missed})
     return LevelSummary(**values)

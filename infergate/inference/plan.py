@@ -13,6 +13,11 @@ The section, with its defaults:
       baseline: baselines/two-sparks.json
       baseline_tolerance: 0.2
       thinking: false
+      slo:                           # per request, as `vllm bench serve --goodput` (each optional)
+        ttft_ms: 2000
+        tpot_ms: 100
+        e2e_ms: 30000
+        min_goodput_fraction: 0.9    # of each level's requests (default: not gated)
       probes:
         - {prompt: "What is the capital of France? Answer in one word.", expect: "paris"}
 """
@@ -24,7 +29,7 @@ from collections.abc import Sequence
 
 from infergate.inference.client import StreamRecord
 from infergate.inference.metrics import LevelSummary
-from infergate.inventory import Inference, Probe
+from infergate.inventory import Inference, Probe, Slo
 from infergate.problems import Problem
 
 CHAT_PATH = "/chat/completions"
@@ -130,6 +135,55 @@ def check_thresholds(summaries: Sequence[LevelSummary], inference: Inference) ->
             )
         )
     return problems
+
+
+def check_goodput(summary: LevelSummary, slo: Slo) -> list[Problem]:
+    """At this level, at least the planned share of requests met every objective."""
+    floor, found = slo.min_goodput_fraction, summary.goodput
+    if floor is None or found is None or found.fraction >= floor:
+        return []
+    sent = summary.completed + summary.failed
+    return [
+        Problem(
+            found=f"{found.good} of {sent} requests ({found.fraction:.0%}) within the SLO at "
+            f"{summary.label} (goodput {found.per_s:.2f} req/s)",
+            planned=f"at least {floor:.0%} (inference.slo.min_goodput_fraction) within "
+            + ", ".join(f"{_SLO_NAMES[n]} {ms:g} ms" for n, ms in slo.terms.items()),
+            remedy=_goodput_remedy(summary, slo),
+        )
+    ]
+
+
+# vLLM's --goodput names: the plan's keys, and the figure each one bounds
+_SLO_NAMES = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
+_SLO_ADVICE = {
+    "ttft": "requests wait for prefill: fewer concurrent requests, or more prefill capacity "
+    "(chunked prefill, a larger max-num-batched-tokens)",
+    "tpot": "decode is slow: see the TPOT per level against the sweep's lower levels; the "
+    "fabric, other GPU users or power caps slow every step",
+    "e2el": "whole requests take too long: shorter answers (output_tokens) or fewer "
+    "concurrent requests",
+}
+
+
+def _goodput_remedy(summary: LevelSummary, slo: Slo) -> str:
+    """Leads with the objective missed most, and that figure's distribution."""
+    missed = dict(summary.goodput.missed) if summary.goodput else {}
+    worst = max(missed, key=lambda name: missed[name])
+    if not missed[worst]:  # the failures alone cost it
+        return (
+            f"the {summary.completed} completed request(s) all met the SLO; {summary.failed} "
+            "failed: "
+            f"{'; '.join(summary.errors)}. Read the engine log on every node for their time"
+        )
+    figure = getattr(summary, worst)
+    misses = "; ".join(f"{_SLO_NAMES[n]}: {c}" for n, c in missed.items())
+    return (
+        f"missed most: {_SLO_NAMES[worst]} ({missed[worst]} of {summary.completed} completed "
+        f"requests over {slo.terms[worst]:g} ms; median {figure.median_ms:.1f}, p90 "
+        f"{figure.p90_ms:.1f}, p99 {figure.p99_ms:.1f} ms) [requests over each: {misses}; "
+        f"failed: {summary.failed}]. {_SLO_ADVICE[worst]}; or plan an SLO this hardware meets"
+    )
 
 
 _SLOW_REMEDY = (

@@ -1,11 +1,15 @@
 """The inference phase's results: results.json for machines, a self-contained report.html
 for people (inline CSS, plots as base64 PNG, no script, no external URL).
 
-results.json reads:
+results.json reads (outputs.SCHEMA_VERSION says which shape; results.csv holds the same
+levels, one row each):
 
-    {"meta": {"inventory": "two-sparks", "endpoint": "http://192.168.1.10:8000/v1",
+    {"schema_version": 2,
+     "tool": {"name": "infergate", "version": "0.1.0", "commit": "cba665a1..."},
+     "meta": {"inventory": "two-sparks", "endpoint": "http://192.168.1.10:8000/v1",
               "model": "qwen3.5-122b", "time": "2026-12-01T10:00:00+00:00"},
-     "levels": [{"concurrency": 1, "completed": 16, "ttft": {"median_ms": 38.0, ...}, ...}],
+     "levels": [{"concurrency": 1, "request_rate": null, "completed": 16,
+                 "ttft": {"median_ms": 38.0, "p90_ms": 41.2, ...}, "goodput": null, ...}],
      "conformance": [{"name": "chat streaming with usage", "status": "passed", "detail": ""}],
      "nodes": [{"node": "spark1", "gpu": "NVIDIA GB10", "driver": "580.95.05"}],
      "evidence": [{"label": "engine log spark1", "path": "evidence/spark1-engine.log"}]}
@@ -18,7 +22,7 @@ import html
 import io
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,7 @@ from infergate.inference.metrics import (
     summary_from_dict,
     summary_to_dict,
 )
+from infergate.inference.outputs import SCHEMA_VERSION, ToolVersion, levels_csv, tool_version
 from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.secrets import private_dir, write_private
 
@@ -68,32 +73,43 @@ class Results:
     evidence: tuple[Evidence, ...] = ()
     samples: tuple[LevelSamples, ...] = ()  # for the pictures; not in results.json
     engine: tuple[EngineSample, ...] = ()  # the engine's /metrics over the load
+    tool: ToolVersion = field(default_factory=tool_version)  # what measured it
 
 
 def write_report(out_dir: Path, results: Results) -> tuple[Path, Path]:
-    """Write results.json and report.html into out_dir, for this user alone (0700, 0600);
-    return their paths."""
+    """Write results.json, results.csv and report.html into out_dir, for this user alone
+    (0700, 0600); return the paths of the JSON and the page."""
     private_dir(out_dir)
     json_path, html_path = out_dir / "results.json", out_dir / "report.html"
     write_private(json_path, json.dumps(_to_json(results), indent=2) + "\n")
+    write_private(out_dir / "results.csv", levels_csv(results.levels))
     write_private(html_path, render_html(results))
     return json_path, html_path
 
 
 def read_results(path: Path) -> Results:
-    """results.json back into Results (the inverse of write_report's JSON)."""
+    """results.json back into Results (the inverse of write_report's JSON); a file of
+    another schema_version is refused, naming both."""
     data: dict[str, Any] = json.loads(path.read_text())
+    found = data.get("schema_version", 1)
+    if found != SCHEMA_VERSION:
+        raise ValueError(
+            f"{path} has schema_version {found}; this infergate reads {SCHEMA_VERSION}"
+        )
     return Results(
         meta=ReportMeta(**data["meta"]),
         levels=tuple(summary_from_dict(level) for level in data["levels"]),
         conformance=tuple(Outcome(**o) for o in data["conformance"]),
         nodes=tuple(data["nodes"]),
         evidence=tuple(Evidence(**e) for e in data["evidence"]),
+        tool=ToolVersion(**data["tool"]),
     )
 
 
 def _to_json(results: Results) -> dict[str, object]:
     return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": asdict(results.tool),
         "meta": asdict(results.meta),
         "levels": [summary_to_dict(level) for level in results.levels],
         "conformance": [asdict(o) for o in results.conformance],
