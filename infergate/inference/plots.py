@@ -105,10 +105,11 @@ def plot_cdf(samples: Sequence[LevelSamples], field: str, name: str) -> Picture:
     fig, ax = _figure()
     each = []
     for level in samples:  # a level without samples (all failed) has no line
-        values = sorted(v for v in getattr(level, field) if v > 0)
-        if values:
-            shares = [(i + 1) / len(values) for i in range(len(values))]
-            ax.step(values, shares, where="post", label=level.label)
+        values = sorted(getattr(level, field))
+        # zeros (two chunks in one read) count in the shares; a log axis cannot draw them
+        points = [(v, (i + 1) / len(values)) for i, v in enumerate(values) if v > 0]
+        if points:
+            ax.step(*zip(*points, strict=True), where="post", label=level.label)
             middle, tail = percentile(values, 50), percentile(values, 99)
             each.append(f"{level.label} median {middle:.1f} ms, p99 {tail:.1f} ms")
     ax.set_xscale("log")

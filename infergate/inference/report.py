@@ -162,7 +162,7 @@ def _per_level(levels: Sequence[LevelSummary]) -> str:
 def _distributions(samples: Sequence[LevelSamples]) -> str:
     pictures = [plots.plot_cdf(samples, field, name)
                 for field, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"))
-                if any(getattr(level, field) for level in samples)]  # fmt: skip
+                if any(max(getattr(level, field), default=0) > 0 for level in samples)]  # fmt: skip
     if not pictures:
         return "<p>No distributions: the run kept no TTFT or ITL samples."
     return _plots(pictures)
