@@ -9,12 +9,14 @@ sample a line, `# HELP` and `# TYPE` lines and blank lines skipped:
 vLLM names (vllm/v1/metrics/loggers.py, PrometheusStatLogger; labels model_name, engine):
 `vllm:kv_cache_usage_perc` (0..1; `vllm:gpu_cache_usage_perc` before 0.9),
 `vllm:num_requests_running`, `vllm:num_requests_waiting`, and the counter
-`vllm:num_preemptions`, which prometheus_client exposes as `vllm:num_preemptions_total`.
+`vllm:num_preemptions`, which prometheus_client exposes as `vllm:num_preemptions_total`
+(the lab's vLLM 0.32.0 serves all four: selftest/data/lab/vllm-metrics.txt).
 SGLang names (python/sglang/srt/metrics/collector.py, SchedulerMetricsCollector; labels
 model_name, tp_rank, ...): `sglang:token_usage` (0..1), `sglang:num_running_reqs`,
 `sglang:num_queue_reqs`, and the counter `sglang:num_retracted_requests_total` (a retracted
 request is SGLang's preemption). SGLang reports these from TP rank 0 of each scheduler unless
-`--enable-metrics-for-all-schedulers` is set (then every rank repeats them).
+`--enable-metrics-for-all-schedulers` is set (python/sglang/srt/server_args.py: "on all TP
+ranks (not just TP 0)"; each rank then reports its own).
 
 Counts are summed over label sets (one per engine or DP rank); the KV-cache usage, a
 fraction of each engine's own cache, is their mean.
