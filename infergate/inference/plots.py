@@ -29,7 +29,7 @@ def _figure(rows: int = 1, height: float = 3.4) -> tuple[Any, Any]:
     """A figure and its axes (an array of them for rows > 1, sharing x)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(5.5, height))
+    fig = Figure(figsize=(4.8, height))  # two side by side in the report's 1100 px
     return fig, fig.subplots(rows, 1, sharex=True)
 
 
@@ -112,13 +112,22 @@ def plot_cdf(samples: Sequence[LevelSamples], field: str, name: str) -> Picture:
             ax.step(*zip(*points, strict=True), where="post", label=level.label)
             middle, tail = percentile(values, 50), percentile(values, 99)
             each.append(f"{level.label} median {middle:.1f} ms, p99 {tail:.1f} ms")
-    ax.set_xscale("log")
+    _log_x(ax)
     ax.set_xlabel(f"{name} (ms, log scale)")
     ax.set_ylabel("share of samples at or below")
     ax.set_ylim(0, 1.02)
     ax.grid(True, alpha=0.3, which="both")
     ax.legend()
     return Picture(f"Cumulative distribution of {name} per level: {'; '.join(each)}", _png(fig))
+
+
+def _log_x(ax: Any) -> None:
+    """A log x axis labelled 40, 100, 200 rather than 4 x 10^1."""
+    from matplotlib.ticker import LogFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
 def tokens_per_second(level: LevelSamples) -> list[float]:
