@@ -48,7 +48,9 @@ class Cell:
     check: str  # the test: its file and function, test_memory.py::test_memory_available_...
     outcome: str  # one of OUTCOMES
     problems: tuple[Problem, ...] = ()
-    detail: str = ""  # the failure's text where no Problem says it, or the skip's reason
+    detail: str = (
+        ""  # the failure's text (the page shows it where no Problem says it), or why it skipped
+    )
     cluster: bool = False  # a check of the nodes together
 
 
@@ -85,7 +87,7 @@ class Preflight:
 
 
 @dataclass(frozen=True)
-class TestSeen:
+class CheckSeen:
     """What the reports of one test said, before it is spread over the nodes."""
 
     check: str
@@ -95,7 +97,7 @@ class TestSeen:
     detail: str = ""
 
 
-def cells(test: TestSeen, nodes: Sequence[str]) -> dict[str, Cell]:
+def cells(test: CheckSeen, nodes: Sequence[str]) -> dict[str, Cell]:
     """TEST's cell on each node it is about: its own node, or for a check of the nodes
     together every node, failed where its problems name the node (all when they name none)."""
     if test.node is not None:
