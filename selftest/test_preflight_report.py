@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 import stat
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
 from infergate.apikey import HIDDEN
+from infergate.fixtures.report import fail_on_nodes
+from infergate.inventory import parse_inventory
 from infergate.preflight_report import (
     SCHEMA_VERSION,
     Cell,
@@ -211,3 +213,13 @@ def test_a_check_of_the_nodes_together_has_a_cell_on_each(
     found = cells(test, ["n1", "n2"])
     assert {n: c.outcome for n, c in found.items()} == expected
     assert all(c.cluster for c in found.values())
+
+
+def test_a_failure_carries_the_problems_of_the_nodes_that_have_some() -> None:
+    """What the report reads of a cross-node failure: only the nodes with problems (a node
+    with none is green in the grid)."""
+    plan = parse_inventory(PLAN)
+    problem = Problem("a", "b", "c")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        fail_on_nodes(plan.nodes, {"n1": [], "n2": [problem]})
+    assert failed.value.infergate_problems == {"n2": [asdict(problem)]}
