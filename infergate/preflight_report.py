@@ -218,33 +218,33 @@ def _memory_bars(nodes: Sequence[NodeReport]) -> str:
 
 def memory_svg(nodes: Sequence[NodeReport]) -> str:
     """A bar a node: MemTotal in grey, usable memory over it (green when it covers the
-    plan's need, red when not), and the need as a black line."""
+    plan's need, red when not), the need as a black line, and the figures under it."""
     top = max(max(n.memory.total / GIB, n.memory.needed_gib) for n in nodes if n.memory)
-    width, left, bar, gap = 640, 150, 22, 14
+    width, left, bar, row = 640, 150, 20, 50
     scale = (width - left - 20) / top
-    height = gap + len(nodes) * (bar + gap) + 20
+    height = 10 + len(nodes) * row + 16
     shapes = []
     for i, n in enumerate(nodes):
         assert n.memory is not None  # memory_svg is given the nodes whose memory was read
-        m, y = n.memory, gap + i * (bar + gap)
+        m, y = n.memory, 10 + i * row
         need_x = left + m.needed_gib * scale
         colour = "#2da44e" if m.usable >= m.needed_gib * GIB else "#cf222e"
         shapes += [
-            f'<text x="{left - 8}" y="{y + 16}" text-anchor="end">{html.escape(n.node)}</text>',
+            f'<text x="{left - 8}" y="{y + 15}" text-anchor="end">{html.escape(n.node)}</text>',
             f'<rect x="{left}" y="{y}" width="{m.total / GIB * scale:.1f}" height="{bar}" '
             'fill="#e4e8ec"/>',
             f'<rect x="{left}" y="{y}" width="{m.usable / GIB * scale:.1f}" height="{bar}" '
             f'fill="{colour}"/>',
             f'<line x1="{need_x:.1f}" x2="{need_x:.1f}" y1="{y - 4}" y2="{y + bar + 4}" '
             'stroke="#1d232a" stroke-width="2"/>',
-            f'<text x="{left + 4}" y="{y + 16}" fill="#fff">{m.usable / GIB:.1f} of '
-            f"{m.total / GIB:.1f} GiB usable, {m.needed_gib:.1f} GiB needed</text>",
+            f'<text x="{left}" y="{y + bar + 16}">{m.usable / GIB:.1f} GiB usable of '
+            f"{m.total / GIB:.1f} GiB, {m.needed_gib:.1f} GiB needed</text>",
         ]
     legend = (f'<text x="{left}" y="{height - 4}" fill="#56606b">grey: MemTotal; bar: usable; '
               "line: the plan's need (Inventory.mem_needed_gib)</text>")  # fmt: skip
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'font-family="sans-serif" font-size="12">{"".join(shapes)}{legend}</svg>'
+        f'font-family="sans-serif" font-size="12" fill="#1d232a">{"".join(shapes)}{legend}</svg>'
     )
 
 
