@@ -13,7 +13,8 @@ Inside the library, imports run one way too, down through four layers:
 - the nodes: what reads a node and judges it (checks/) and the clients that reach it
   (ssh_config, docker_cli, docker_api, http_session), with the failure signatures the judges
   and the launch watch share;
-- the actions: deploy/ (launch, watch, gates, down) and inference/ (load, conformance),
+- the actions: deploy/ (launch, watch, gates, down), inference/ (load, conformance) and
+  preflight_report (the preflight's report, in the inference report's look),
   which may use the checks (the launch reuses the probe's labels);
 - the command: cli.py, which wires the actions to `infergate`.
 No cycle runs between the packages checks/, deploy/ and inference/. A module placed in no
@@ -41,7 +42,7 @@ LAYERS = (
         "infergate.checks", "infergate.signatures", "infergate.ssh_config",
         "infergate.docker_cli", "infergate.docker_api", "infergate.http_session",
     ),
-    ("infergate.deploy", "infergate.inference"),
+    ("infergate.deploy", "infergate.inference", "infergate.preflight_report"),
     ("infergate.cli", "infergate"),
 )  # fmt: skip
 PACKAGES = ("infergate.checks", "infergate.deploy", "infergate.inference")

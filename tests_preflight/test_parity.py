@@ -8,13 +8,13 @@ from infergate.checks.facts import docker_of, identity_of, image_id_of
 from infergate.checks.parity import check_parity, differing, render_matrix
 from infergate.checks.summary import summary_row
 from infergate.fixtures.facts import every_node, settled
-from infergate.fixtures.report import fail_on_nodes
+from infergate.fixtures.report import PARITY, fail_on_nodes, record
 
 pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]
 IN_IMAGE = ("vllm", "sglang", "transformers", "torch", "nccl", "ray")
 
 
-def test_stack_identical_on_every_node(probes, in_image, model_hashes, inventory):
+def test_stack_identical_on_every_node(probes, in_image, model_hashes, inventory, request):
     """Driver, kernel, OS, Docker, image ID, the engine, transformers, torch and NCCL inside
     the image, the model's content and the engine environment are the same on every node."""
     nodes = [n.name for n in inventory.nodes]
@@ -39,6 +39,7 @@ def test_stack_identical_on_every_node(probes, in_image, model_hashes, inventory
     ):
         matrix[f"env {key}"] = {n.name: {**inventory.engine.env, **n.env}.get(key, "(unset)")
                                 for n in inventory.nodes}  # fmt: skip
+    record(request.node, None, PARITY, matrix)  # the preflight report's parity table
     problems = check_parity(matrix)
     fail_on_nodes(inventory.nodes, problems, header=render_matrix(differing(matrix), nodes))
 

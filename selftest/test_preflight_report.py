@@ -1,0 +1,225 @@
+"""The preflight report: a real preflight run (the plan's two nodes are this machine, reached
+through testinfra's local backend) writes preflight.json and preflight.html, in one process
+and under xdist, with a red cell for each failed check, no secret of the plan, and JSON in
+JUnit's properties; the page renders in a real browser."""
+
+from __future__ import annotations
+
+import json
+import stat
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infergate.apikey import HIDDEN
+from infergate.fixtures.report import fail_on_nodes
+from infergate.inventory import parse_inventory
+from infergate.preflight_report import (
+    SCHEMA_VERSION,
+    Cell,
+    CheckSeen,
+    Memory,
+    Meta,
+    NodeReport,
+    Preflight,
+    cells,
+    read_preflight,
+    render_html,
+    write_preflight,
+)
+from infergate.problems import Problem
+from selftest.browser import check_page
+from selftest.suite import ROOT
+
+TOKEN = "hf_preflight_token_41c9e2"
+KEY = "sk-preflight-engine-key-77a0"
+SENT = "sk-preflight-sent-3b51"
+MEMORY_CHECK = "test_memory.py::test_memory_available_for_plan"
+BALANCE_CHECK = "test_memory.py::test_memory_balanced_across_nodes"
+LEAK_CHECK = "test_leak_plan.py::test_a_problem_names_the_token"
+
+# Two nodes that are this machine, a plan that needs more memory than any machine has (a
+# red cell on each), and secrets: HF_TOKEN, the engine's key, and the key sent
+PLAN = {
+    "name": "tiny",
+    "nodes": [
+        {"name": "n1", "address": "localhost", "roles": ["head"],
+         "ssh": {"connection": "local"}, "fabric": {"address": "127.0.0.1/8"}},
+        {"name": "n2", "address": "127.0.0.1", "roles": ["worker"],
+         "ssh": {"connection": "local"}, "fabric": {"address": "127.0.0.2/8"}},
+    ],
+    "fabric": {"interface": "lo", "subnet": "127.0.0.0/8"},
+    "image": {"ref": "none-on-this-host"},
+    "model": {"path": "/tmp/no-model", "served_name": "none"},
+    "engine": {"kind": "vllm", "tensor_parallel": 1, "pipeline_parallel": 2,
+               "dist_init_addr": "127.0.0.1", "dist_init_port": 29521, "api_port": 8021,
+               "flags": ["--api-key", KEY], "env": {"HF_TOKEN": TOKEN}},
+    "thresholds": {"min_mem_available_gib": 60000},
+}  # fmt: skip
+
+# A check that fails on a Problem naming the token, and records it in the parity table: as a
+# broken judge might
+LEAKY = """
+import pytest
+from infergate.fixtures.report import PARITY, fail_on, record
+from infergate.problems import Problem
+
+pytestmark = pytest.mark.preflight
+
+
+def test_a_problem_names_the_token(node, inventory, request):
+    token = inventory.engine.env["HF_TOKEN"]
+    record(request.node, None, PARITY, {"env HF_TOKEN": {n.name: token for n in inventory.nodes}})
+    fail_on(node, [Problem(f"HF_TOKEN={token}", "a token", f"export HF_TOKEN={token}")])
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    report: Preflight
+    json_path: Path
+    html_path: Path
+    junit: Path
+    output: str
+
+
+def run_preflight(pytester: pytest.Pytester, *args: str) -> Run:
+    """The memory checks, the leaky check and the summary row's probe, on the tiny plan."""
+    plan = pytester.path / "plan.yaml"
+    plan.write_text(yaml.safe_dump(PLAN))
+    leaky = pytester.makepyfile(test_leak_plan=LEAKY)
+    junit, out = pytester.path / "junit.xml", pytester.path / "reports"
+    result = pytester.runpytest_subprocess(
+        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+        f"--inventory={plan}", f"--junitxml={junit}", f"--report-dir={out}", "--api-key", SENT,
+        *args, str(ROOT / "tests_preflight" / "test_memory.py"), str(leaky),
+    )  # fmt: skip
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
+    json_path, html_path = out / "preflight.json", out / "preflight.html"
+    assert f"preflight report: {html_path} (results: {json_path})" in output, output
+    return Run(read_preflight(json_path), json_path, html_path, junit, output)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_preflight_run_writes_its_report(pytester: pytest.Pytester, workers: list[str]) -> None:
+    run = run_preflight(pytester, *workers)
+    assert [n.node for n in run.report.nodes] == ["n1", "n2"]
+    for node in run.report.nodes:
+        seen = {c.check: c for c in node.checks}
+        assert set(seen) == {MEMORY_CHECK, BALANCE_CHECK, LEAK_CHECK}
+        assert seen[MEMORY_CHECK].outcome == "failed"
+        assert "at least 60000.0 GiB" in seen[MEMORY_CHECK].problems[0].planned
+        assert seen[BALANCE_CHECK].outcome == "passed"
+        assert seen[BALANCE_CHECK].cluster
+        assert node.memory is not None
+        assert node.memory.needed_gib == 60000
+        assert 0 < node.memory.usable <= node.memory.total
+        assert node.summary["node"] == node.node  # the summary row came too
+    assert run.report.meta.inventory == "tiny"
+    assert run.report.parity == {"env HF_TOKEN": {"n1": HIDDEN, "n2": HIDDEN}}
+    assert "infergate: per-node summary" in run.output  # the terminal's table still reads them
+
+
+def test_no_secret_reaches_the_report_or_junit(pytester: pytest.Pytester) -> None:
+    run = run_preflight(pytester, "-n", "2")
+    files = {p.name: p.read_text() for p in (run.json_path, run.html_path, run.junit)}
+    assert [
+        (name, s) for name, text in files.items() for s in (TOKEN, KEY, SENT) if s in text
+    ] == []
+    leak = next(c for c in run.report.nodes[0].checks if c.check == LEAK_CHECK)
+    assert leak.problems == (Problem(f"HF_TOKEN={HIDDEN}", "a token", f"export HF_TOKEN={HIDDEN}"),)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (run.json_path, run.html_path)} == {0o600}
+
+
+def test_junit_properties_are_json_under_versioned_names(pytester: pytest.Pytester) -> None:
+    run = run_preflight(pytester)
+    properties = [(p.get("name", ""), p.get("value", ""))
+                  for p in ET.parse(run.junit).getroot().iter("property")]  # fmt: skip
+    names = {name for name, _ in properties}
+    assert {"infergate.check.v1", "infergate.problems.v1", "infergate.node_summary.v1",
+            "infergate.node_memory.v1", "infergate.parity.v1"} <= names  # fmt: skip
+    rows = [json.loads(v) for n, v in properties if n == "infergate.node_summary.v1"]
+    assert {row["node"] for row in rows} == {"n1", "n2"}
+
+
+def test_the_page_renders_in_a_browser_with_red_cells(pytester: pytest.Pytester) -> None:
+    run = run_preflight(pytester)
+    seen = check_page(run.html_path, pytester.path / "preflight.png")
+    assert seen.title == "infergate preflight: tiny"
+    assert [alt for alt, _ in seen.images] == ["usable memory against the plan's need, per node"]
+    assert seen.broken_images == []
+    assert len(seen.tables) == 3  # the grid, the parity table, the nodes
+    assert seen.empty_tables == []
+    assert seen.screenshot.stat().st_size > 10_000  # a page, not a blank screen
+    page = run.html_path.read_text()
+    red = page.split('<span class="cell failed">')[1:]
+    assert len(red) == 4  # two failed checks on two nodes, each with what was found
+    assert sum("planned at least 60000.0 GiB" in cell for cell in red) == 2
+    assert "<script" not in page
+    assert "http" not in page  # self-contained: no external URL
+
+
+def report() -> Preflight:
+    problem = Problem("12.0 GiB usable", "at least 30.0 GiB", "stop what holds memory")
+    checks = (Cell(MEMORY_CHECK, "failed", (problem,), "n1 (10.0.0.1): 1 problem(s)"),
+              Cell(BALANCE_CHECK, "skipped", detail="one node", cluster=True))  # fmt: skip
+    memory = Memory(total=64 * 1024**3, available=13 * 1024**3, usable=12 * 1024**3,
+                    needed_gib=30.0)  # fmt: skip
+    node = NodeReport("n1", "10.0.0.1", {"node": "n1", "driver": "580.95"}, memory, checks)
+    meta = Meta("lab", "2026-12-01T10:00:00+0000", "run1", "0.1.0")
+    return Preflight(meta, (node,), {"kernel": {"n1": "6.1.0"}})
+
+
+def test_the_json_reads_back_as_written(tmp_path: Path) -> None:
+    json_path, _ = write_preflight(tmp_path / "run", report())
+    assert json.loads(json_path.read_text())["schema_version"] == SCHEMA_VERSION
+    assert read_preflight(json_path) == report()
+
+
+def test_a_report_of_another_schema_is_refused_naming_both(tmp_path: Path) -> None:
+    json_path, _ = write_preflight(tmp_path, report())
+    data = json.loads(json_path.read_text())
+    json_path.write_text(json.dumps({**data, "schema_version": 2}))
+    with pytest.raises(ValueError, match="schema_version 2, this infergate reads 1"):
+        read_preflight(json_path)
+
+
+def test_a_failed_check_is_a_red_cell_with_its_remedy() -> None:
+    page = render_html(report())
+    red = page.split('<span class="cell failed">')
+    assert len(red) == 2
+    assert "found 12.0 GiB usable; planned at least 30.0 GiB" in red[1]
+    assert "<code>stop what holds memory</code>" in red[1].split("</span>")[0]
+    assert '<span class="cell skipped"><b>skipped</b><div>one node</div>' in page
+
+
+@pytest.mark.parametrize(
+    ("problems", "outcome", "expected"),
+    [
+        ({"n2": (Problem("a", "b", "c"),)}, "failed", {"n1": "passed", "n2": "failed"}),
+        ({}, "failed", {"n1": "failed", "n2": "failed"}),
+        ({}, "skipped", {"n1": "skipped", "n2": "skipped"}),
+    ],
+)
+def test_a_check_of_the_nodes_together_has_a_cell_on_each(
+    problems: dict[str, tuple[Problem, ...]], outcome: str, expected: dict[str, str]
+) -> None:
+    """Red where its problems name the node, or on every node when they name none."""
+    test = CheckSeen(BALANCE_CHECK, None, outcome, problems, "detail")
+    found = cells(test, ["n1", "n2"])
+    assert {n: c.outcome for n, c in found.items()} == expected
+    assert all(c.cluster for c in found.values())
+
+
+def test_a_failure_carries_the_problems_of_the_nodes_that_have_some() -> None:
+    """What the report reads of a cross-node failure: only the nodes with problems (a node
+    with none is green in the grid)."""
+    plan = parse_inventory(PLAN)
+    problem = Problem("a", "b", "c")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        fail_on_nodes(plan.nodes, {"n1": [], "n2": [problem]})
+    assert failed.value.infergate_problems == {"n2": [asdict(problem)]}
