@@ -6,7 +6,7 @@ preflight.json reads:
 
     {"schema_version": 1,
      "meta": {"inventory": "lab", "time": "2026-12-01T10:00:00+0000", "run_id": "...",
-              "tool_version": "0.1.0"},
+              "tool": {"name": "infergate", "version": "0.1.0", "commit": "0163503..."}},
      "nodes": [{"node": "node1", "address": "10.251.0.11",
                 "summary": {"driver": "580.95.05", "usable mem": "22.6 GiB", ...},
                 "memory": {"total": 33554432000, "available": ..., "usable": ...,
@@ -27,14 +27,14 @@ import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from infergate.checks.memory import GIB
-from infergate.inference.report import _CSS, _table
 from infergate.problems import Problem
+from infergate.report_page import CSS, table
 from infergate.secrets import private_dir, write_private
+from infergate.tool_version import ToolVersion, tool_version
 
 SCHEMA_VERSION = 1
 OUTCOMES = ("passed", "failed", "skipped", "error")
@@ -76,7 +76,7 @@ class Meta:
     inventory: str
     time: str  # ISO 8601
     run_id: str
-    tool_version: str = field(default_factory=lambda: version("infergate"))
+    tool: ToolVersion = field(default_factory=tool_version)
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,8 @@ def read_preflight(path: Path) -> Preflight:
     if data.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {data.get('schema_version')!r}, this "
                          f"infergate reads {SCHEMA_VERSION}")  # fmt: skip
-    return Preflight(Meta(**data["meta"]), tuple(_node(n) for n in data["nodes"]), data["parity"])
+    meta = Meta(**{**data["meta"], "tool": ToolVersion(**data["meta"]["tool"])})
+    return Preflight(meta, tuple(_node(n) for n in data["nodes"]), data["parity"])
 
 
 def _node(data: dict[str, Any]) -> NodeReport:
@@ -163,10 +164,10 @@ def render_html(report: Preflight) -> str:
     parts = [
         f"<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>infergate preflight: {e(m.inventory)}</title>"
-        f"<style>{_CSS}{_MORE_CSS}</style></head><body>",
+        f"<style>{CSS}{_MORE_CSS}</style></head><body>",
         f"<h1>Preflight report: {e(m.inventory)}</h1>",
         f"<p class=meta>run {e(m.run_id)} &middot; {e(m.time)} &middot; infergate "
-        f"{e(m.tool_version)} &middot; <span class={'fail' if failed else 'pass'}>"
+        f"{e(m.tool.version)} &middot; <span class={'fail' if failed else 'pass'}>"
         f"{failed} red cell(s)</span>",
         "<h2>Checks on each node</h2>",
         _grid(report.nodes),
@@ -190,7 +191,7 @@ def _grid(nodes: Sequence[NodeReport]) -> str:
     for check in checks:
         seen = [by_node[n.node].get(check) for n in nodes]
         rows.append([html.escape(check)] + [_cell(c) for c in seen])
-    return _table(header, rows, "text grid")
+    return table(header, rows, "text grid")
 
 
 def _cell(cell: Cell | None) -> str:
@@ -257,7 +258,7 @@ def _parity(matrix: Matrix, nodes: list[str]) -> str:
         values = [html.escape(row.get(n, "?")) for n in nodes]
         label = f"<span class=fail>{html.escape(attr)}</span>" if odd else html.escape(attr)
         rows.append([label, *values])
-    return "<h2>Parity: the same on every node</h2>" + _table(["", *nodes], rows, "text")
+    return "<h2>Parity: the same on every node</h2>" + table(["", *nodes], rows, "text")
 
 
 def _summary(nodes: Sequence[NodeReport]) -> str:
@@ -267,4 +268,4 @@ def _summary(nodes: Sequence[NodeReport]) -> str:
          for k in keys]
         for n in nodes
     ]  # fmt: skip
-    return _table(keys, rows, "text")
+    return table(keys, rows, "text")

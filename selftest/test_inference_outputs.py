@@ -21,6 +21,7 @@ from infergate.apikey import HIDDEN
 from infergate.inference import metrics, outputs, plan, report
 from infergate.inference.client import StreamRecord
 from infergate.inventory import Slo
+from infergate.tool_version import checkout_commit, tool_version
 from selftest.test_inference_lib import TEN_CHUNKS, record, results
 
 
@@ -185,8 +186,8 @@ def test_results_json_carries_schema_and_tool_and_round_trips(tmp_path: Path) ->
     assert data["schema_version"] == outputs.SCHEMA_VERSION
     assert data["tool"] == {
         "name": "infergate",
-        "version": outputs.tool_version().version,
-        "commit": outputs.tool_version().commit,
+        "version": tool_version().version,
+        "commit": tool_version().commit,
     }
     assert report.read_results(json_path) == results()
     old = {k: v for k, v in data.items() if k not in ("schema_version", "tool")}
@@ -200,7 +201,7 @@ def test_tool_commit_is_this_checkout_head() -> None:
     head = subprocess.run(
         ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert outputs.tool_version().commit == head
+    assert tool_version().commit == head
 
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -226,7 +227,7 @@ def test_checkout_commit_reads_git_without_git(
     for name, text in files.items():
         (tmp_path / ".git" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / ".git" / name).write_text(text)
-    assert outputs.checkout_commit(tmp_path) == found
+    assert checkout_commit(tmp_path) == found
 
 
 def test_checkout_commit_of_a_worktree_reads_the_shared_refs(tmp_path: Path) -> None:
@@ -238,4 +239,4 @@ def test_checkout_commit_of_a_worktree_reads_the_shared_refs(tmp_path: Path) -> 
     (own / "HEAD").write_text("ref: refs/heads/feature\n")
     (own / "commondir").write_text("../..\n")
     (main / "packed-refs").write_text(f"{SHA} refs/heads/feature\n")
-    assert outputs.checkout_commit(tree) == SHA
+    assert checkout_commit(tree) == SHA

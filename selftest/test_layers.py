@@ -8,7 +8,8 @@ the load keeps the key, TLS, proxy and timeout policy in one place. `docker` (do
 the library's client of each node's Docker Engine API (infergate.docker_api).
 
 Inside the library, imports run one way too, down through four layers:
-- the plan: the model and its parser, the words a failure is made of (problems), waiting,
+- the plan: the model and its parser, the words a failure is made of (problems), the look
+  and the version stamp of the reports (report_page, tool_version), waiting,
   secrets and the API key (the parser reads those two to keep a secret out of its errors);
 - the nodes: what reads a node and judges it (checks/) and the clients that reach it
   (ssh_config, docker_cli, docker_api, http_session), with the failure signatures the judges
@@ -36,7 +37,8 @@ LAYERS = (
         "infergate.problems", "infergate.waiting", "infergate.secrets", "infergate.apikey",
         "infergate._validate", "infergate._plan_words", "infergate._plan_rules",
         "infergate.inventory", "infergate.plan_yaml", "infergate.plan_schema",
-        "infergate.plan_ansible", "infergate.docker_args",
+        "infergate.plan_ansible", "infergate.docker_args", "infergate.report_page",
+        "infergate.tool_version",
     ),
     (
         "infergate.checks", "infergate.signatures", "infergate.ssh_config",

@@ -31,6 +31,7 @@ from infergate.preflight_report import (
     write_preflight,
 )
 from infergate.problems import Problem
+from infergate.tool_version import ToolVersion
 from selftest.browser import check_page
 from selftest.suite import ROOT
 
@@ -170,7 +171,7 @@ def report() -> Preflight:
     memory = Memory(total=64 * 1024**3, available=13 * 1024**3, usable=12 * 1024**3,
                     needed_gib=30.0)  # fmt: skip
     node = NodeReport("n1", "10.0.0.1", {"node": "n1", "driver": "580.95"}, memory, checks)
-    meta = Meta("lab", "2026-12-01T10:00:00+0000", "run1", "0.1.0")
+    meta = Meta("lab", "2026-12-01T10:00:00+0000", "run1", ToolVersion("infergate", "0.1.0", None))
     return Preflight(meta, (node,), {"kernel": {"n1": "6.1.0"}})
 
 

@@ -16,12 +16,10 @@ and 0 in an open-loop level, whose requests are sent when they arrive; `rtfx` (a
 from __future__ import annotations
 
 import csv
-import importlib.metadata
 import io
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from infergate.apikey import redact
@@ -35,49 +33,6 @@ SCHEMA_VERSION = 2
 VLLM_VERSION = "0.32.0"  # the `vllm bench serve` whose --save-result form is written
 FIGURES = ("ttft", "tpot", "itl", "e2el")  # LevelSummary's Distribution fields, vLLM's names
 PERCENTILES = ("p90", "p95", "p99")
-
-
-@dataclass(frozen=True)
-class ToolVersion:
-    name: str
-    version: str  # the installed distribution's
-    commit: str | None  # the checkout's HEAD; None when installed from a wheel
-
-
-def tool_version() -> ToolVersion:
-    try:
-        version = importlib.metadata.version("infergate")
-    except importlib.metadata.PackageNotFoundError:  # run from a tree never installed
-        version = "unknown"
-    return ToolVersion("infergate", version, checkout_commit(Path(__file__).parents[2]))
-
-
-def checkout_commit(root: Path) -> str | None:
-    """The commit checked out at ROOT, read from .git without running git (a worktree's
-    .git is a file naming its git dir); None when ROOT is no checkout."""
-    git = root / ".git"
-    if git.is_file():
-        git = root / git.read_text().strip().removeprefix("gitdir:").strip()
-    head = git / "HEAD"
-    if not head.is_file():
-        return None
-    ref = head.read_text().strip()
-    if not ref.startswith("ref: "):
-        return ref or None  # a detached HEAD holds the commit itself
-    return _resolve(git, ref.removeprefix("ref: "))
-
-
-def _resolve(git: Path, ref: str) -> str | None:
-    """A ref's commit: its loose file, in the git dir or the common dir a worktree shares,
-    else its line in packed-refs."""
-    shared = git / "commondir"
-    common = git / shared.read_text().strip() if shared.is_file() else git
-    for folder in (git, common):
-        if (folder / ref).is_file():
-            return (folder / ref).read_text().strip()
-    packed = common / "packed-refs"
-    lines = packed.read_text().splitlines() if packed.is_file() else []
-    return next((line.split()[0] for line in lines if line.endswith(f" {ref}")), None)
 
 
 # --- vllm bench serve --save-result -------------------------------------------------------

@@ -31,9 +31,11 @@ from infergate.inference.metrics import (
     summary_from_dict,
     summary_to_dict,
 )
-from infergate.inference.outputs import SCHEMA_VERSION, ToolVersion, levels_csv, tool_version
+from infergate.inference.outputs import SCHEMA_VERSION, levels_csv
 from infergate.inference.samples import EngineSample, LevelSamples
+from infergate.report_page import CSS, table
 from infergate.secrets import private_dir, write_private
+from infergate.tool_version import ToolVersion, tool_version
 
 
 @dataclass(frozen=True)
@@ -119,25 +121,12 @@ def _to_json(results: Results) -> dict[str, object]:
 
 # --- HTML --------------------------------------------------------------------------------
 
-_CSS = """
-body{font:15px/1.45 system-ui,sans-serif;color:#1d232a;max-width:1100px;margin:2em auto;
-padding:0 1em}h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:1.8em;
-border-bottom:1px solid #d8dde3;padding-bottom:.2em}.meta{color:#56606b}
-table{border-collapse:collapse;margin:.6em 0;font-variant-numeric:tabular-nums}
-th,td{padding:.3em .7em;border-bottom:1px solid #e4e8ec;text-align:right}
-th{background:#f3f5f7;font-weight:600}td:first-child,th:first-child{text-align:left}
-.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.skip{color:#8a6d00}
-table.text td,table.text th,table.checks td,table.checks th{text-align:left;vertical-align:top}
-table.checks td:last-child{white-space:pre-wrap;font-size:.85em;color:#444}
-.plots{display:flex;flex-wrap:wrap;gap:1em}.plots img{max-width:100%;border:1px solid #e4e8ec}
-"""
-
 
 def render_html(results: Results) -> str:
     m, e = results.meta, html.escape
     parts = [
         f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>infergate inference: {e(m.inventory)}</title><style>{_CSS}</style></head><body>",
+        f"<title>infergate inference: {e(m.inventory)}</title><style>{CSS}</style></head><body>",
         f"<h1>Inference report: {e(m.inventory)}</h1>",
         f"<p class=meta>endpoint {e(m.endpoint)} &middot; model {e(m.model)} &middot; {e(m.time)}",
         "<h2>Tokens/s and latency per concurrency level</h2>",
@@ -192,18 +181,6 @@ def _plots(pictures: Sequence[plots.Picture]) -> str:
     return f"<div class=plots>{images}</div>"
 
 
-def _row(cells: Sequence[str], tag: str = "td") -> str:
-    return "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], kind: str = "") -> str:
-    """A table: numbers right-aligned, or (kind "text", "checks") every column left-aligned;
-    a checks table shows its last column (a failure or a skip's reason) as small text."""
-    head = _row([html.escape(h) for h in header], "th")
-    opening = f'<table class="{kind}">' if kind else "<table>"
-    return opening + head + "".join(_row(r) for r in rows) + "</table>"
-
-
 def _ms(d: Distribution) -> list[str]:
     return [f"{d.median_ms:.1f}", f"{d.p99_ms:.1f}"] if d.count else ["&ndash;", "&ndash;"]
 
@@ -213,7 +190,7 @@ def _levels_table(levels: Sequence[LevelSummary]) -> str:
         "concurrency", "TTFT median ms", "TTFT p99 ms", "TPOT median ms", "TPOT p99 ms",
         "ITL median ms", "ITL p99 ms", "output tok/s", "tok/s per stream", "completed", "failed",
     ]  # fmt: skip
-    return _table(header, [_level_row(s) for s in levels])
+    return table(header, [_level_row(s) for s in levels])
 
 
 def _level_row(s: LevelSummary) -> list[str]:
@@ -237,7 +214,7 @@ def _conformance(outcomes: Sequence[Outcome]) -> str:
         ]
         for o in outcomes
     ]
-    return "<h2>Checks</h2>" + _table(["check", "result", "detail"], rows, "checks")
+    return "<h2>Checks</h2>" + table(["check", "result", "detail"], rows, "checks")
 
 
 def _nodes(nodes: Sequence[Mapping[str, object]]) -> str:
@@ -245,7 +222,7 @@ def _nodes(nodes: Sequence[Mapping[str, object]]) -> str:
         return ""
     keys = list(dict.fromkeys(k for n in nodes for k in n))
     rows = [[html.escape(str(n.get(k, ""))) for k in keys] for n in nodes]
-    return "<h2>Nodes</h2>" + _table(keys, rows, "text")
+    return "<h2>Nodes</h2>" + table(keys, rows, "text")
 
 
 def _evidence(evidence: Sequence[Evidence]) -> str:
