@@ -3,11 +3,13 @@ process and under xdist (`-n 2`), a real pytest in a subprocess."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from selftest.suite import ROOT
 
@@ -59,3 +61,34 @@ def test_a_progress_line_is_printed_while_its_test_runs(tmp_path: Path, args: tu
     assert any("1 passed" in ln for ln in seen), "\n".join(seen)
     # the summary comes after the worker's last line: nothing is left unprinted at the end
     assert seen.index("progress: last") < next(i for i, ln in enumerate(seen) if "1 passed" in ln)
+
+
+HASHING = """
+def test_hashes(model_hashes):
+    assert model_hashes.every()
+"""
+
+
+def test_the_model_hash_says_per_node_what_it_read_under_xdist(tmp_path: Path) -> None:
+    """The real fixture on the plan whose one node is this machine: its summary (bytes,
+    seconds, cache hits) reaches the terminal from a worker before the run's summary."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"\0" * 4096)
+    plan = yaml.safe_load((ROOT / "inventories" / "h200-device.yaml").read_text())
+    plan["model"]["path"] = str(model)
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    (tmp_path / "test_hashing.py").write_text(HASHING)
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
+            "--report-dir", str(tmp_path / "report"), "--rootdir", str(tmp_path), "-c",
+            "/dev/null", "--inventory", str(tmp_path / "plan.yaml"),
+            str(tmp_path / "test_hashing.py")]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "HOME": str(tmp_path / "home")})  # fmt: skip
+    lines = done.stdout.splitlines()
+    said = [ln for ln in lines if ln.startswith("model hash: ")]
+    assert said, done.stdout
+    assert said[-1].startswith("model hash: h200 (localhost): hashed 2 file(s), 0.00 GB, in ")
+    assert said[-1].endswith("; 0 from the cache")
+    assert lines.index(said[-1]) < next(i for i, ln in enumerate(lines) if "1 passed" in ln)
