@@ -59,11 +59,13 @@ def test_the_last_said_is_the_bars_latest_step_without_ansi_codes(tmp_path: Path
     assert last_said([]) == ""
 
 
-def test_the_heartbeat_is_due_every_period_of_the_launch() -> None:
+def test_the_heartbeat_is_due_after_a_period_with_nothing_said() -> None:
     beat = Heartbeat(every_s=30.0, next_at=30.0)
     assert [beat.due(t) for t in (0.0, 29.9, 30.0, 45.0, 60.5, 61.0)] == [
         False, False, True, False, True, False,
     ]  # fmt: skip
+    beat.said(70.0)  # a milestone: the next line 30 s after it
+    assert [beat.due(t) for t in (90.6, 99.9, 100.0)] == [False, False, True]
 
 
 def test_a_waiting_gate_names_the_node_behind_with_its_last_line_hidden(tmp_path: Path) -> None:

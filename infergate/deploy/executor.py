@@ -362,6 +362,7 @@ class Deployment:
             watch.lines.append(line)
             for name in scan(self.launch, watch, item.node, [line], at):
                 self.say(f"[{at:6.1f} s] {self._where(item.node)}: {name}")
+                self.heartbeat.said(at)
 
     def beat(self, gate: Gate) -> None:
         """While GATE waits, every HEARTBEAT_S: a line per node it waits on, with the node's

@@ -134,7 +134,8 @@ def last_said(lines: list[str]) -> str:
 
 @dataclass
 class Heartbeat:
-    """When a wait says where each node is: every HEARTBEAT_S seconds of the launch."""
+    """When a wait says where each node is: after HEARTBEAT_S seconds of the launch with
+    nothing said (a milestone said starts the count again)."""
 
     every_s: float = HEARTBEAT_S
     next_at: float = HEARTBEAT_S
@@ -142,8 +143,11 @@ class Heartbeat:
     def due(self, now_s: float) -> bool:
         if now_s < self.next_at:
             return False
-        self.next_at = now_s + self.every_s
+        self.said(now_s)
         return True
+
+    def said(self, now_s: float) -> None:
+        self.next_at = now_s + self.every_s
 
 
 def error_lines(lines: list[str], count: int = 6) -> list[str]:
