@@ -137,7 +137,7 @@ def test_the_remote_hash_runs_under_the_plans_deadline():
     inventory = parse_inventory(plan)
     seen: list[Deadline] = []
 
-    def read(command: str, what: str, limit: Deadline, look: str) -> None:
+    def read(command: str, what: str, limit: Deadline, look: str, on_err: object) -> None:
         seen.append(limit)
         raise NodeUnreachable("recorded")
 

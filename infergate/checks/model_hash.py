@@ -5,6 +5,9 @@ the node in ~/.cache/infergate/sha256/<sha1 of the model path>.json, keyed by (p
 mtime, ctime, inode): an unchanged model re-checks in about no time and writes nothing, and
 a byte rewritten in place is still caught, because restoring the mtime (`touch -d`) moves
 the ctime. `full` ignores the cache. Prune: `rm -rf ~/.cache/infergate/sha256`.
+
+While it hashes, the script says how far it is on stderr, one JSON line every few seconds
+(a reader thread's counter, so hashing itself waits for nothing): a 127 GB model is minutes.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ import shlex
 from dataclasses import dataclass
 
 _HASH = r"""
-import hashlib, json, os, sys, time
+import hashlib, json, os, stat, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
-root, mode = sys.argv[1], sys.argv[2]
+root, mode, every_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
 cache_dir = os.path.expanduser("~/.cache/infergate/sha256")
 name = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()
 cache_file = os.path.join(cache_dir, name + ".json")
@@ -36,22 +39,33 @@ def digest(rel):
     h, buf = hashlib.sha256(), bytearray(4 << 20)
     view, fd = memoryview(buf), os.open(os.path.join(root, rel), os.O_RDONLY)
     try:
-        if hasattr(os, "posix_fadvise"):
+        if hasattr(os, "posix_fadvise") and stat.S_ISREG(os.fstat(fd).st_mode):  # a pipe: ESPIPE
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         while True:
             n = os.readv(fd, [buf])
             if not n:
                 return h.hexdigest()
             h.update(view[:n])
+            with counted:
+                done[0] += n
     finally:
         os.close(fd)
+def say_progress():
+    while not finished.wait(every_s):
+        seconds = round(time.monotonic() - start, 1)
+        sys.stderr.write(json.dumps({"done": done[0], "total": total, "seconds": seconds}) + "\n")
+        sys.stderr.flush()
 start, keys = time.monotonic(), {rel: key(rel) for rel in files}
 todo = [r for r in files if mode == "full" or cache.get(r, [None])[:-1] != keys[r]]
+done, total = [0], sum(keys[r][0] for r in todo)
+counted, finished = threading.Lock(), threading.Event()
+threading.Thread(target=say_progress, daemon=True).start()
 # more readers than cores: the disk serves parallel streams faster than one (measured: 4
 # threads on 2 cores hash at about the speed `cat` reads; scripts/bench_model_hash.py)
 with ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
     for rel, sha in zip(todo, pool.map(digest, todo)):
         cache[rel] = keys[rel] + [sha]
+finished.set()
 out = {rel: cache[rel][-1] for rel in files}
 kept = {r: cache[r] for r in files}
 if kept != before:  # an unchanged model writes nothing on the node
@@ -64,14 +78,17 @@ if kept != before:  # an unchanged model writes nothing on the node
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-print(json.dumps({"sha256": out, "hashed": len(todo), "hashed_bytes": sum(keys[r][0] for r in todo),
+print(json.dumps({"sha256": out, "hashed": len(todo), "hashed_bytes": total,
                   "seconds": round(time.monotonic() - start, 3)}))
 """
+PROGRESS_EVERY_S = 10.0  # a line per node: sixteen nodes say less than two lines a second
+GB, MB = 1e9, 1e6
 
 
-def hash_command(model_path: str, mode: str) -> str:
-    """`mode` is `cached` (reuse what is unchanged) or `full` (hash every byte again)."""
-    return f"python3 -c {shlex.quote(_HASH)} {shlex.quote(model_path)} {mode}"
+def hash_command(model_path: str, mode: str, every_s: float = PROGRESS_EVERY_S) -> str:
+    """`mode` is `cached` (reuse what is unchanged) or `full` (hash every byte again);
+    progress on stderr every EVERY_S seconds."""
+    return f"python3 -c {shlex.quote(_HASH)} {shlex.quote(model_path)} {mode} {every_s:g}"
 
 
 @dataclass(frozen=True)
@@ -81,8 +98,40 @@ class ModelHashes:
     hashed_bytes: int
     seconds: float
 
+    @property
+    def cache_hits(self) -> int:
+        """Files whose digest came from the node's cache, unchanged since it was taken."""
+        return len(self.sha256) - self.hashed
+
+    def __str__(self) -> str:
+        rate = f", {self.hashed_bytes / MB / self.seconds:.0f} MB/s" if self.seconds else ""
+        return (f"hashed {self.hashed} file(s), {self.hashed_bytes / GB:.2f} GB, in "
+                f"{self.seconds:.1f} s{rate}; {self.cache_hits} from the cache")  # fmt: skip
+
 
 def parse_model_hashes(text: str) -> ModelHashes:
     """Parse the hashing script's one JSON line: ``{"sha256": {...}, "hashed": 3, ...}``."""
     doc = json.loads(text.strip().splitlines()[-1])
     return ModelHashes(doc["sha256"], doc["hashed"], doc["hashed_bytes"], doc["seconds"])
+
+
+@dataclass(frozen=True)
+class HashProgress:
+    done: int  # bytes hashed so far
+    total: int  # bytes to hash (what the cache does not cover)
+    seconds: float
+
+    def __str__(self) -> str:
+        share = f" ({100 * self.done / self.total:.0f} %)" if self.total else ""
+        rate = f", {self.done / MB / self.seconds:.0f} MB/s" if self.seconds else ""
+        return f"{self.done / GB:.2f} of {self.total / GB:.2f} GB{share}{rate}"
+
+
+def parse_hash_progress(line: str) -> HashProgress | None:
+    """One progress line of the hashing script's stderr, ``{"done": 4194304, "total":
+    8388608, "seconds": 10.0}``; None for any other line (python3's own warnings)."""
+    try:
+        doc = json.loads(line)
+        return HashProgress(int(doc["done"]), int(doc["total"]), float(doc["seconds"]))
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -42,15 +42,18 @@ from infergate.deploy.failure import (
     unreached,
     watch_problems,
 )
-from infergate.deploy.launch import Exec, Launch, Start, Step
+from infergate.deploy.launch import Exec, Gate, Launch, Start, Step
 from infergate.deploy.removal import remove_run, taken_names
 from infergate.deploy.runs import check_run_not_taken, node_remove_hint
 from infergate.deploy.streams import News, Streams
 from infergate.deploy.watch import (
+    Heartbeat,
     NodeWatch,
     Process,
     apply_event,
     apply_inspect,
+    behind,
+    last_said,
     oom_command,
     parse_oom_kills,
     parse_top,
@@ -150,6 +153,7 @@ class Deployment:
         self._news: list[News] = []
         self._lost: dict[str, list[News]] = {}  # node -> its streams that ended unclosed
         self._pool = ThreadPoolExecutor(max(1, len(nodes)))
+        self.heartbeat = Heartbeat()
 
     def __enter__(self) -> Deployment:
         return self
@@ -358,6 +362,17 @@ class Deployment:
             watch.lines.append(line)
             for name in scan(self.launch, watch, item.node, [line], at):
                 self.say(f"[{at:6.1f} s] {self._where(item.node)}: {name}")
+                self.heartbeat.said(at)
+
+    def beat(self, gate: Gate) -> None:
+        """While GATE waits, every HEARTBEAT_S: a line per node it waits on, with the node's
+        last log line (already redacted), so a long weight load shows its progress."""
+        at = self.elapsed()
+        if not self.heartbeat.due(at):
+            return
+        for node in behind(gate, self.watches, self.head):
+            said = last_said(self.watches[node].lines) or "nothing yet"
+            self.say(f"[{at:6.1f} s] {self._where(node)}: waiting for {gate.name}; log: {said}")
 
     def fail(self, problems: dict[str, list[Problem]], at: str = "") -> NoReturn:
         """Stop the launch: PROBLEMS per node, at the gate AT, with every node's tail."""

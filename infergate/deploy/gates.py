@@ -33,14 +33,21 @@ def wait_for(d: Deployment, gate: Gate) -> None:
 
 
 def look(d: Deployment, gate: Gate) -> tuple[bool | None, str]:
-    """One look at GATE: (True when passed, else None; what was seen, in words)."""
+    """One look at GATE: (True when passed, else None; what was seen, in words); a gate that
+    still waits says so now and then (the heartbeat)."""
     d.refresh()
     if isinstance(gate, Milestone):
         behind = missing(gate, d.watches)
-        return (None, f"{', '.join(behind)} not past it") if behind else (True, "passed")
-    if isinstance(gate, ClusterJoined):
-        return cluster_joined(d, gate)
-    return http_ready(d, gate)
+        seen: tuple[bool | None, str] = (
+            (None, f"{', '.join(behind)} not past it") if behind else (True, "passed")
+        )
+    elif isinstance(gate, ClusterJoined):
+        seen = cluster_joined(d, gate)
+    else:
+        seen = http_ready(d, gate)
+    if seen[0] is None:
+        d.beat(gate)
+    return seen
 
 
 def cluster_joined(d: Deployment, gate: ClusterJoined) -> tuple[bool | None, str]:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infergate.deploy.launch import Launch, Milestone
+from infergate.deploy.launch import ClusterJoined, Gate, Launch, Milestone
 from infergate.signatures import Signature
 
 
@@ -106,6 +106,48 @@ def parse_oom_kills(text: str) -> list[str]:
 def missing(milestone: Milestone, watches: dict[str, NodeWatch]) -> list[str]:
     """The nodes that must reach MILESTONE and have not."""
     return [n for n in milestone.nodes if milestone.name not in watches[n].reached]
+
+
+HEARTBEAT_S = 30.0  # between two lines of a wait with no milestone (a 900 s weight load)
+# ANSI escape sequences (ECMA-48 CSI: colours, cursor moves) that a terminal would not show
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+
+def behind(gate: Gate, watches: dict[str, NodeWatch], head: str) -> list[str]:
+    """The nodes a waiting GATE waits on: a milestone's nodes not past it, else the node
+    that answers it (Ray's head, the API's)."""
+    if isinstance(gate, Milestone):
+        return missing(gate, watches)
+    return [gate.node if isinstance(gate, ClusterJoined) else head]
+
+
+def last_said(lines: list[str]) -> str:
+    """The last thing a node's log shows, as a terminal would: a progress bar redraws its
+    line after "\r" (tqdm: `\rLoading safetensors checkpoint shards:  45% Completed | 5/11`),
+    so the last "\r" part that is not blank, without ANSI codes."""
+    for line in reversed(lines):
+        parts = [p.strip() for p in _ANSI.sub("", line).split("\r")]
+        if shown := next((p for p in reversed(parts) if p), ""):
+            return shown
+    return ""
+
+
+@dataclass
+class Heartbeat:
+    """When a wait says where each node is: after HEARTBEAT_S seconds of the launch with
+    nothing said (a milestone said starts the count again)."""
+
+    every_s: float = HEARTBEAT_S
+    next_at: float = HEARTBEAT_S
+
+    def due(self, now_s: float) -> bool:
+        if now_s < self.next_at:
+            return False
+        self.said(now_s)
+        return True
+
+    def said(self, now_s: float) -> None:
+        self.next_at = now_s + self.every_s
 
 
 def error_lines(lines: list[str], count: int = 6) -> list[str]:

@@ -55,6 +55,24 @@ class BuildEngine:
     def docker(self, *args: str, timeout: float = 60, check: bool = True) -> Done:
         return run(["docker", "-H", self.host, *args], timeout=timeout, check=check)
 
+    def docker_logged(self, *args: str, log: Path, timeout: float) -> int:
+        """`docker ARGS`, its output written to LOG as it comes; its exit status."""
+        return run_logged(["docker", "-H", self.host, *args], log, timeout)
+
+
+def run_logged(argv: list[str], log: Path, timeout: float) -> int:
+    """ARGV with stdout and stderr streamed into LOG as they come (a step of many minutes:
+    `tail -f` shows where it is, and what it said stays if it is killed); its exit status."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, timeout=timeout, cwd="/")  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise LabError(f"`{' '.join(argv)}` did not finish within {timeout:g} s "
+                           f"(its output: {log})") from None  # fmt: skip
+    return done.returncode
+
 
 @contextmanager
 def build_engine(say: Say) -> Iterator[BuildEngine]:

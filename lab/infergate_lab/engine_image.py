@@ -120,7 +120,9 @@ def _build(engine: BuildEngine, setup: pipconf.PipSetup, recipe: str, clock: Clo
         pipeline([tar, ["docker", "-H", engine.host, "import", "-", base]], timeout=600)
         shutil.rmtree(rootfs)
     with clock.lap("pip install in container"):
-        container = _install(engine, base, setup, recipe)
+        log = LOGS_DIR / f"install-{recipe[:16]}.log"
+        clock.say(f"image: pip install in the container, its output as it comes: {log}")
+        container = _install(engine, base, setup, recipe, log)
     with clock.lap("docker commit"):
         _commit(engine, container, recipe)
     with clock.lap("docker save"):
@@ -143,8 +145,11 @@ def _debootstrap(rootfs: Path) -> None:
                 f.unlink()
 
 
-def _install(engine: BuildEngine, base: str, setup: pipconf.PipSetup, recipe: str) -> str:
-    """Run the install recipe in a container of the base; returns the container's name."""
+def _install(
+    engine: BuildEngine, base: str, setup: pipconf.PipSetup, recipe: str, log: Path
+) -> str:
+    """Run the install recipe in a container of the base, its output streamed to LOG;
+    returns the container's name."""
     name = f"infergate-build-{recipe[:12]}"
     engine.docker("rm", "-f", name, check=False)
     (engine.root / "pip.conf").write_text(setup.conf_text)
@@ -154,13 +159,10 @@ def _install(engine: BuildEngine, base: str, setup: pipconf.PipSetup, recipe: st
     argv += [a for src, dst in mounts for a in ("-v", f"{src}:{dst}:ro")]
     # the config path goes on the command line, not in `-e`: commit would keep an -e
     argv += [base, "env", "PIP_CONFIG_FILE=/mnt/pip.conf", "sh", "/mnt/recipe/install-engine.sh"]
-    done = engine.docker(*argv, *REQUIREMENTS, timeout=INSTALL_TIMEOUT_S, check=False)
-    log = LOGS_DIR / f"install-{recipe[:16]}.log"
-    LOGS_DIR.mkdir(parents=True, exist_ok=True)
-    log.write_text(done.stdout + done.stderr)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip()[-1500:]
-        raise LabError(f"the image's install recipe exited {done.returncode} (log {log}):\n{tail}")
+    returncode = engine.docker_logged(*argv, *REQUIREMENTS, log=log, timeout=INSTALL_TIMEOUT_S)
+    if returncode != 0:
+        tail = log.read_text(errors="replace").strip()[-1500:]
+        raise LabError(f"the image's install recipe exited {returncode} (log {log}):\n{tail}")
     return name
 
 
