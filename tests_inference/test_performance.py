@@ -12,6 +12,7 @@ from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.plan import check_failures, check_thresholds
+from infergate.inference.workload import Level, levels
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
@@ -19,20 +20,22 @@ pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("in
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "concurrency" in metafunc.fixturenames:
-        levels = metafunc.config.stash[INVENTORY_KEY].inference.concurrency
-        metafunc.parametrize("concurrency", levels, ids=[f"c{c}" for c in levels])
+    if "level" in metafunc.fixturenames:
+        planned = levels(metafunc.config.stash[INVENTORY_KEY].inference)
+        metafunc.parametrize("level", planned, ids=[lv.label for lv in planned])
 
 
-def level(sweep: list[LevelSummary], concurrency: int) -> LevelSummary:
-    return next(s for s in sweep if s.concurrency == concurrency)
+def summary_of(sweep: list[LevelSummary], inventory: Inventory, level: Level) -> LevelSummary:
+    """The sweep's summary of LEVEL: the sweep runs the plan's levels in their order."""
+    return sweep[levels(inventory.inference).index(level)]
 
 
 def test_every_request_completes(
-    sweep: list[LevelSummary], inventory: Inventory, concurrency: int
+    sweep: list[LevelSummary], inventory: Inventory, level: Level
 ) -> None:
-    """At this many concurrent streams, every request completes with text and [DONE]."""
-    fail_on_cluster(inventory.nodes, check_failures(level(sweep, concurrency)))
+    """At this level (concurrent streams, or arrivals per second), every request completes
+    with text and [DONE]."""
+    fail_on_cluster(inventory.nodes, check_failures(summary_of(sweep, inventory, level)))
 
 
 def test_usage_counts_the_streamed_tokens(sweep: list[LevelSummary], inventory: Inventory) -> None:
