@@ -99,8 +99,8 @@ def levels(inference: Inference) -> tuple[Level, ...]:
 def planned_lengths(count: int, mean: int, spread: float, rng: random.Random) -> list[int]:
     """Uniform integers in [floor((1 - spread) mean), ceil((1 + spread) mean)], at least 1,
     as vLLM's RandomDataset draws input and output lengths with --random-range-ratio."""
-    low = max(1, math.floor(mean * (1 - spread)))
-    high = max(low, math.ceil(mean * (1 + spread)))
+    low = max(1, math.floor(round(mean * (1 - spread), 6)))  # 100 x 1.1 is 110.00000000000001
+    high = max(low, math.ceil(round(mean * (1 + spread), 6)))
     return [rng.randint(low, high) for _ in range(count)]
 
 
