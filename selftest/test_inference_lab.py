@@ -52,6 +52,9 @@ def test_external_endpoint_green_with_a_report(server, pytester, lab):
     assert page.count("data:image/png;base64,") == 2
     assert "node1" in page  # the per-node facts
     assert (report / "results.json").exists()
+    for c in (1, 4, 16):  # the plan's levels, 16 requests each, said as they end
+        assert f"c={c}: 16/16 done, " in run.output, run.output
+    assert "prompts: 50 from http://" in run.output  # 2 warm-up + 3 x 16, with the tokenizer
     running = lab.ssh("node1", ["docker", "inspect", "-f", "{{.State.Running}}", CONTAINER])
     assert running.stdout.strip() == "true", "--endpoint must never stop the server"
 

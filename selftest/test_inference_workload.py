@@ -192,6 +192,8 @@ def test_levels_are_labelled_and_sized_by_default():
     assert [lv.requests(plan) for lv in planned][:2] == [64, 128]  # max(64, 4 x c)
     assert planned[3].requests(plan) >= 10 * 30  # 30 s of arrivals at least
     assert planned[0].requests(Inference(requests_per_level=16)) == 16
+    timed = Inference(concurrency=(1, 32), duration_s=60)
+    assert [lv.requests(timed) for lv in workload.levels(timed)] == [64, 32 * 60]
 
 
 # --- a dataset file -----------------------------------------------------------------------
@@ -299,8 +301,9 @@ def test_progress_is_quiet_between_its_lines():
     ok = client.StreamRecord(200, "", 0.0, (0.1,), 0.2, "x", "", "length", None, "")
     for _ in range(5):
         progress.on_done(ok)
-    progress.finish()
+    progress.finish(repeated=3)
     assert len(lines) == 1
+    assert lines[0].endswith("(level done, 3 reused a prompt)")
     assert lines[0].startswith("4 req/s: 5 done, 0 tok/s")
 
 

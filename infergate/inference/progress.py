@@ -33,9 +33,12 @@ class Progress:
                 self.said = now
                 self.say(self.line(now))
 
-    def finish(self) -> None:
+    def finish(self, repeated: int = 0) -> None:
+        """The level's last line; REPEATED: requests that reused a prompt (a duration level
+        that outlasted its prompts: the engine's prefix cache may have served those)."""
+        again = f", {repeated} reused a prompt" if repeated else ""
         with self.lock:
-            self.say(self.line(time.perf_counter()) + " (level done)")
+            self.say(self.line(time.perf_counter()) + f" (level done{again})")
 
     def line(self, now: float) -> str:
         """The level, requests done (of how many, when counted), output tok/s since its start."""

@@ -48,6 +48,7 @@ MAX_ADJUSTMENTS = 10
 MIN_REQUESTS = 64
 WAVES = 4
 MIN_OPEN_LOOP_S = 30.0
+SHORTEST_REQUEST_S = 1.0
 
 
 class WorkloadError(Exception):
@@ -84,7 +85,11 @@ class Level:
         if inference.requests_per_level is not None:
             return inference.requests_per_level
         if self.rate is None:
-            return max(MIN_REQUESTS, WAVES * (self.concurrency or 1))
+            streams = self.concurrency or 1
+            # a duration level: a prompt per stream per second, so that only requests
+            # shorter than a second come round to a prompt already sent (and cached)
+            timed = math.ceil((inference.duration_s or 0) * streams / SHORTEST_REQUEST_S)
+            return max(MIN_REQUESTS, WAVES * streams, timed)
         seconds = inference.duration_s or MIN_OPEN_LOOP_S
         expected = self.rate * seconds  # Poisson: its count rarely exceeds mean + 3 sigma
         return max(MIN_REQUESTS, math.ceil(expected + 3 * math.sqrt(expected)))
@@ -118,14 +123,14 @@ class ServerTokenizer:
         reply = self._post("/tokenize", body)
         tokens = reply.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-            raise self._error("/tokenize", 200, f"no `tokens` list in {str(reply)[:200]}")
+            raise self.error("/tokenize", 200, f"no `tokens` list in {str(reply)[:200]}")
         return tokens
 
     def decode(self, tokens: Sequence[int]) -> str:
         reply = self._post("/detokenize", {"model": self.model, "tokens": list(tokens)})
         text = reply.get("prompt", reply.get("text"))  # vLLM: prompt; SGLang: text
         if not isinstance(text, str):
-            raise self._error("/detokenize", 200, f"no `prompt` text in {str(reply)[:200]}")
+            raise self.error("/detokenize", 200, f"no `prompt` text in {str(reply)[:200]}")
         return text
 
     def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
@@ -133,10 +138,10 @@ class ServerTokenizer:
             self.root, path, body, TOKENIZER_TIMEOUT_S, self.api_key, self.ca_bundle
         )
         if status != 200 or not isinstance(reply, dict):
-            raise self._error(path, status, str(reply)[:300])
+            raise self.error(path, status, str(reply)[:300])
         return reply
 
-    def _error(self, path: str, status: int, said: str) -> WorkloadError:
+    def error(self, path: str, status: int, said: str) -> WorkloadError:
         return WorkloadError(
             f"{self.root}{path} answered {status or 'nothing'}: {said}",
             "the prompts are built with the served model's tokenizer, which vLLM and SGLang "
@@ -201,7 +206,7 @@ def build_prompts(
     rng = random.Random(seed)
     pool = token_pool(tokenizer, rng)
     if not pool:
-        raise tokenizer._error("/tokenize", 200, "no tokens for a text of words")
+        raise tokenizer.error("/tokenize", 200, "no tokens for a text of words")
     inputs = planned_lengths(count, input_tokens, spread, rng)
     outputs = planned_lengths(count, output_tokens, spread, rng)
     firsts: set[int] = set()
@@ -222,7 +227,8 @@ def _distinct(
     firsts: set[int],
 ) -> tuple[str, list[int]]:
     """A prompt of LENGTH tokens that starts with pool[index] (the pool shuffled: a random
-    first token), or the next unused first token where re-encoding merged it away."""
+    first token), or the next unused one where re-encoding merged it into a used one (a few
+    tries; past the pool's size first tokens repeat, and prompts differ a token later)."""
     text, found = "", list[int]()
     for step in range(MAX_ADJUSTMENTS):
         first = pool[(index + step) % len(pool)]
