@@ -22,12 +22,14 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infergate.inference import client, workload
 from infergate.inference.progress import Progress
 from infergate.inference.workload import Level, Prompt, WorkloadError
 from infergate.inventory import Inference
 from selftest.local_http import JsonHandler, serving
+from selftest.suite import PHASE_DIRS, ROOT
 from selftest.test_inference_lib import BODY, SseServer, base
 from selftest.test_inference_lib import server as server  # the SSE server fixture
 
@@ -236,6 +238,19 @@ def test_a_malformed_dataset_names_the_key_and_the_line(tmp_path, name, content,
     assert str(caught.value).startswith("inference.dataset: ")
     assert says in caught.value.found
     assert "ShareGPT" in caught.value.remedy
+
+
+def test_a_malformed_planned_dataset_stops_the_run_before_it_starts(pytester, tmp_path):
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "ok"}\n{"prompt": \n')
+    plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    plan["inference"]["dataset"] = str(tmp_path / "prompts.jsonl")
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    result = pytester.runpytest_subprocess(
+        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+        f"--inventory={tmp_path / 'plan.yaml'}", "--collect-only", *PHASE_DIRS,
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*inference.dataset: */prompts.jsonl, line 2: not JSON*"])
 
 
 def test_a_missing_dataset_is_named(tmp_path: Path):
