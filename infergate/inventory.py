@@ -236,10 +236,22 @@ class Slo:
 class Inference:
     """What tests_inference sends and the figures it gates on."""
 
-    concurrency: tuple[int, ...] = (1, 4, 16)  # levels, increasing; like --max-concurrency
-    requests_per_level: int = 16  # at least the highest concurrency
-    max_tokens: int = 64  # per request
-    prompt: str = "Write a short paragraph about the history of the printing press."
+    concurrency: tuple[int, ...] = (1, 4, 16)  # closed-loop levels, rising; --max-concurrency
+    # open-loop levels in requests/s, Poisson arrivals, like `vllm bench serve --request-rate`
+    request_rates: tuple[float, ...] = ()
+    # requests per level; None: max(64, 4 x the concurrency), an open-loop level at least
+    # 30 s of arrivals; at least the highest concurrency; not with duration_s
+    requests_per_level: int | None = None
+    # seconds a level keeps sending (those in flight then finish and count); not with
+    # requests_per_level
+    duration_s: float | None = None
+    input_tokens: int = 1024  # per prompt, as the served model's tokenizer counts it
+    output_tokens: int = 128  # per answer (max_tokens with ignore_eos)
+    # lengths uniform in [(1 - spread) x, (1 + spread) x], like --random-range-ratio
+    spread: float = 0.0
+    seed: int = 0  # the prompts' and the arrivals' random seed: the same seed, the same load
+    # a ShareGPT JSON or JSONL file of prompts on the controller, instead of random ones
+    dataset: str | None = None
     warmup_requests: int = 2  # sent first and not counted
     min_output_tokens_per_s: float | None = None  # aggregate, at the highest concurrency
     max_ttft_ms: float | None = None  # median, at concurrency 1
@@ -573,20 +585,25 @@ def _inference(data: object, path: str) -> Inference:
     s = v.Section(data, path, keys(Inference))
     d = Inference()
     concurrency = s.get("concurrency", _levels, d.concurrency)
-    requests = s.get("requests_per_level", v.int_in(1, 100_000), d.requests_per_level)
-    if requests < concurrency[-1]:
-        raise InventoryError(
-            s.at("requests_per_level"),
-            f"{requests} is fewer than the highest concurrency ({concurrency[-1]})",
-        )
+    rates = s.get("request_rates", _rates, d.request_rates)
+    if not concurrency and not rates:
+        raise InventoryError(s.at("concurrency"), "no levels: give concurrency or request_rates")
+    requests = s.maybe("requests_per_level", v.int_in(1, 100_000))
+    duration_s = s.maybe("duration_s", v.number_in(0, 86_400, " s", above=True))
+    _check_level_length(s, concurrency, requests, duration_s)
     max_ttft_ms = s.maybe("max_ttft_ms", _MS)
     if max_ttft_ms is not None and 1 not in concurrency:
         raise InventoryError(s.at("max_ttft_ms"), "is judged at concurrency 1; add 1 to levels")
     return Inference(
         concurrency=concurrency,
+        request_rates=rates,
         requests_per_level=requests,
-        max_tokens=s.get("max_tokens", _TOKENS, d.max_tokens),
-        prompt=s.get("prompt", v.prose, d.prompt),
+        duration_s=duration_s,
+        input_tokens=s.get("input_tokens", _TOKENS, d.input_tokens),
+        output_tokens=s.get("output_tokens", _TOKENS, d.output_tokens),
+        spread=s.get("spread", _SPREAD, d.spread),
+        seed=s.get("seed", v.int_in(0, 2**32 - 1), d.seed),
+        dataset=s.maybe("dataset", v.text),
         warmup_requests=s.get("warmup_requests", v.int_in(0, 10_000), d.warmup_requests),
         min_output_tokens_per_s=s.maybe(
             "min_output_tokens_per_s", v.number_in(0, 10_000_000, " tokens/s", above=True)
@@ -616,19 +633,53 @@ def _slo(data: object, path: str) -> Slo:
     return slo
 
 
-_LEVEL_LIST = v.list_of(v.int_in(1, 4096), min_len=1)
+_SPREAD = v.number_in(0, 0.99, "")
+
+
+def _check_level_length(
+    s: v.Section, concurrency: tuple[int, ...], requests: int | None, duration_s: float | None
+) -> None:
+    """A level runs for a number of requests or for a time, not both; enough requests to
+    fill the highest concurrency."""
+    if requests is not None and duration_s is not None:
+        raise InventoryError(
+            s.at("duration_s"), "a level runs for requests_per_level or duration_s; give one"
+        )
+    top = max(concurrency, default=0)
+    if requests is not None and requests < top:
+        raise InventoryError(
+            s.at("requests_per_level"), f"{requests} is fewer than the highest concurrency ({top})"
+        )
+
+
+_LEVEL_LIST = v.list_of(v.int_in(1, 4096))
+_RATE_LIST = v.list_of(v.number_in(0, 100_000, " requests/s", above=True))
+
+
+def _rising(values: tuple[float, ...], path: str) -> None:
+    """Levels rise, so that each names one level of the report."""
+    for i in range(1, len(values)):
+        if values[i] <= values[i - 1]:
+            raise InventoryError(
+                f"{path}[{i}]",
+                f"{values[i]:g} does not follow {values[i - 1]:g}; list levels rising",
+            )
 
 
 @v.written_as(_LEVEL_LIST)
 def _levels(data: object, path: str) -> tuple[int, ...]:
-    """Concurrency levels: positive and increasing, so each names one level of the report."""
+    """Concurrency levels: positive and rising."""
     levels = _LEVEL_LIST(data, path)
-    for i in range(1, len(levels)):
-        if levels[i] <= levels[i - 1]:
-            raise InventoryError(
-                f"{path}[{i}]", f"{levels[i]} does not follow {levels[i - 1]}; list levels rising"
-            )
+    _rising(levels, path)
     return levels
+
+
+@v.written_as(_RATE_LIST)
+def _rates(data: object, path: str) -> tuple[float, ...]:
+    """Request rates: positive and rising."""
+    rates = _RATE_LIST(data, path)
+    _rising(rates, path)
+    return rates
 
 
 def _probe(data: object, path: str) -> Probe:

@@ -73,7 +73,7 @@ def test_plan_served_with_a_key_passes_deploy_and_inference(engine_lab, pytester
     passed = {t for t, o in run.outcomes.items() if o.status == "passed"}
     assert "test_deploy.py::test_endpoint_answers_with_the_planned_model" in passed
     assert "test_conformance.py::test_openai_client_works_end_to_end" in passed
-    assert "test_performance.py::test_every_request_completes[c1]" in passed
+    assert "test_performance.py::test_every_request_completes[c=1]" in passed
     report = pytester.path / "report"
     log = (report / "deploy.log").read_text()
     assert "sending the API key from engine.flags --api-key" in log, log

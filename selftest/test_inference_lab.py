@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from infergate.inference.client import post_json
 from infergate.inference.outputs import level_slug
 from infergate.inference.report import read_results
+from infergate.inference.workload import build_prompts
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped
@@ -25,7 +27,7 @@ MODELS = "test_conformance.py::test_models_lists_the_planned_served_name"
 STREAMS = {f"test_conformance.py::test_stream_is_framed_and_ends_with_usage[{p}]"
            for p in ("chat", "text")}  # fmt: skip
 USAGE = "test_performance.py::test_usage_counts_the_streamed_tokens"
-COMPLETES = {c: f"test_performance.py::test_every_request_completes[c{c}]" for c in (1, 4, 16)}
+COMPLETES = {c: f"test_performance.py::test_every_request_completes[c={c}]" for c in (1, 4, 16)}
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +68,24 @@ def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     sent = sum(s.completed + s.failed for s in levels)
     assert len((report / "requests.jsonl").read_text().splitlines()) == sent
     assert (report / "results.csv").read_text().count("\n") == len(levels) + 1
+    for c in (1, 4, 16):  # the plan's levels, 16 requests each, said as they end
+        assert f"c={c}: 16/16 done, " in run.output, run.output
+    assert "prompts: 50 from http://" in run.output  # 2 warm-up + 3 x 16, with the tokenizer
     running = lab.ssh("node1", ["docker", "inspect", "-f", "{{.State.Running}}", CONTAINER])
     assert running.stdout.strip() == "true", "--endpoint must never stop the server"
+
+
+def test_prompts_have_their_planned_length_in_the_servers_own_tokens(server):
+    """vLLM's /tokenize and /detokenize at the server root build the prompts: each is as
+    long as planned in SmolLM2's tokens, and each begins with a token of its own."""
+    prompts = build_prompts(server, SERVED, 12, 64, 8, 0.25, seed=3)
+    counted = [post_json(server, "/tokenize", {"model": SERVED, "prompt": p.text,
+                                               "add_special_tokens": False}, 30)
+               for p in prompts]  # fmt: skip
+    tokens = [reply["tokens"] for _, reply in counted]
+    assert [len(t) for t in tokens] == [p.input_tokens for p in prompts]
+    assert all(48 <= p.input_tokens <= 80 for p in prompts), [p.input_tokens for p in prompts]
+    assert len({t[0] for t in tokens}) == len(prompts)
 
 
 def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
@@ -94,18 +112,20 @@ def test_streams_without_usage_are_red(server, pytester):
 # 4 s a timer once gave it, and the run was green (CI, AVX-512).
 KILLER = """
 from infergate.fixtures import endpoint
+from infergate.inference.client import post_json
+from infergate.inference.workload import build_prompts
 from infergate_lab import Lab
 
-measure = endpoint.run_load
+measure = endpoint.run_level
 calls = []
 
-def run_load(*args, **kwargs):
-    if len(calls) == 2:  # the warm-up and the c = 1 level are done
+def run_level(*args, **kwargs):
+    if len(calls) == 1:  # the c = 1 level is done (the warm-up runs before any level)
         Lab().ssh("node1", ["docker", "kill", "outside-the-suite"])
     calls.append(args)
     return measure(*args, **kwargs)
 
-endpoint.run_load = run_load
+endpoint.run_level = run_level
 """
 
 

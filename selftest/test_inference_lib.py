@@ -304,9 +304,13 @@ def test_inference_section_is_optional() -> None:
 def test_full_inference_section_parses() -> None:
     section = {
         "concurrency": [1, 2, 8],
+        "request_rates": [0.5, 2],
         "requests_per_level": 8,
-        "max_tokens": 32,
-        "prompt": "Count to ten.",
+        "input_tokens": 16,
+        "output_tokens": 32,
+        "spread": 0.25,
+        "seed": 7,
+        "dataset": "prompts.jsonl",
         "warmup_requests": 0,
         "min_output_tokens_per_s": 5,
         "max_ttft_ms": 2000,
@@ -320,6 +324,8 @@ def test_full_inference_section_parses() -> None:
     assert inf.slo == Slo(ttft_ms=500.0, tpot_ms=50.5, min_goodput_fraction=0.9)
     assert inf.slo.terms == {"ttft": 500.0, "tpot": 50.5}
     assert inf.concurrency == (1, 2, 8)
+    assert inf.request_rates == (0.5, 2.0)
+    assert (inf.input_tokens, inf.output_tokens, inf.spread, inf.seed) == (16, 32, 0.25, 7)
     assert inf.min_output_tokens_per_s == 5.0
     assert inf.probes == (Probe("Capital of France?", "paris", 32),)
     assert inf.thinking is True
@@ -331,8 +337,17 @@ def test_full_inference_section_parses() -> None:
     [
         ({"concurrency": [1, 0]}, "inference.concurrency[1]", "out of range"),
         ({"concurrency": [4, 2]}, "inference.concurrency[1]", "does not follow 4"),
-        ({"concurrency": []}, "inference.concurrency", "at least 1 item"),
-        ({"concurrency": [1, 32]}, "inference.requests_per_level", "fewer than the highest"),
+        ({"concurrency": []}, "inference.concurrency", "no levels"),
+        ({"request_rates": [2, 2]}, "inference.request_rates[1]", "does not follow 2"),
+        ({"request_rates": [0]}, "inference.request_rates[0]", "out of range"),
+        ({"duration_s": 30, "requests_per_level": 64}, "inference.duration_s", "give one"),
+        ({"spread": 1}, "inference.spread", "out of range"),
+        ({"max_tokens": 32}, "inference.max_tokens", "unknown key"),
+        (
+            {"concurrency": [1, 32], "requests_per_level": 16},
+            "inference.requests_per_level",
+            "fewer than the highest",
+        ),
         ({"max_ttft_ms": 100, "concurrency": [4]}, "inference.max_ttft_ms", "add 1"),
         ({"baseline_tolerance": 1.5}, "inference.baseline_tolerance", "ratio"),
         ({"thinking": "yes"}, "inference.thinking", "boolean"),
@@ -361,14 +376,6 @@ def test_bad_inference_values_name_their_key_path(section: object, at: str, says
 
 
 # --- plan: bodies and judges ---------------------------------------------------------------
-
-
-def test_load_bodies_fix_the_answer_length() -> None:
-    inf = Inference(requests_per_level=4, max_tokens=8)
-    bodies = plan.load_bodies(inf, "tiny")
-    assert len(bodies) == 4
-    assert bodies[0]["max_tokens"] == 8
-    assert bodies[0]["ignore_eos"] is True
 
 
 def test_probe_judges_the_answer() -> None:

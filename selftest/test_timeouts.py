@@ -29,6 +29,12 @@ PARITY = "test_parity.py::test_stack_identical_on_every_node"
 HOST = "test_host.py::test_docker_engine_answers[spark1]"
 
 
+# The sweep's tests may also make it (the plan's levels 1, 4 and 16, its requests the
+# defaults: 64 each): 2 + 3 x 64 prompts built at 1 s each, 2 warm-up requests one at a
+# time, then 64 + 16 + 4 waves, each request under 120 s
+SWEEP_S = (2 + 3 * 64) * 1.0 + (2 + 64 + 16 + 4) * 120
+
+
 def plan_file(tmp_path: Path, base: Path = SPARKS, **thresholds: float) -> Path:
     plan = yaml.safe_load(base.read_text())
     plan["thresholds"].update(thresholds)
@@ -57,9 +63,7 @@ def test_launch_tests_outlast_the_launch_whatever_the_backstop(pytester, tmp_pat
     launch = 1500 + AFTER_LAUNCH_S + OWN_WORK_S
     assert found[JOINED] == launch
     assert found["test_conformance.py::test_models_lists_the_planned_served_name"] == launch
-    # the sweep's tests may also make it: 2 warm-up requests, then 16 + 4 + 1 waves of 16
-    # requests at concurrency 1, 4 and 16 (the plan's), each request under 120 s
-    assert found[THROUGHPUT] == launch + (2 + 16 + 4 + 1) * 120
+    assert found[THROUGHPUT] == launch + SWEEP_S
     assert found[HOST] is None  # sets nothing up: the backstop is its timeout
 
 
@@ -93,7 +97,7 @@ def test_endpoint_given_launches_nothing_so_adds_no_launch_time(pytester, tmp_pa
     plan = plan_file(tmp_path, ready_timeout_s=1500)
     found = collected_timeouts(pytester, plan, "-o", "timeout=20", "--endpoint=http://h:8000")
     assert found[JOINED] is None
-    assert found[THROUGHPUT] == (2 + 16 + 4 + 1) * 120 + OWN_WORK_S
+    assert found[THROUGHPUT] == SWEEP_S + OWN_WORK_S
 
 
 OWN_MARKED = """

@@ -12,6 +12,7 @@ from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.plan import check_failures, check_goodput, check_thresholds
+from infergate.inference.workload import Level, levels
 from infergate.inventory import Inventory
 from infergate.problems import Problem
 
@@ -19,34 +20,36 @@ pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("in
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "concurrency" in metafunc.fixturenames:
-        levels = metafunc.config.stash[INVENTORY_KEY].inference.concurrency
-        metafunc.parametrize("concurrency", levels, ids=[f"c{c}" for c in levels])
+    if "level" in metafunc.fixturenames:
+        planned = levels(metafunc.config.stash[INVENTORY_KEY].inference)
+        metafunc.parametrize("level", planned, ids=[lv.label for lv in planned])
 
 
-def level(sweep: list[LevelSummary], concurrency: int) -> LevelSummary:
-    return next(s for s in sweep if s.concurrency == concurrency)
+def summary_of(sweep: list[LevelSummary], inventory: Inventory, level: Level) -> LevelSummary:
+    """The sweep's summary of LEVEL: the sweep runs the plan's levels in their order."""
+    return sweep[levels(inventory.inference).index(level)]
 
 
 def test_every_request_completes(
-    sweep: list[LevelSummary], inventory: Inventory, concurrency: int
+    sweep: list[LevelSummary], inventory: Inventory, level: Level
 ) -> None:
-    """At this many concurrent streams, every request completes with text and [DONE]."""
-    fail_on_cluster(inventory.nodes, check_failures(level(sweep, concurrency)))
+    """At this level (concurrent streams, or arrivals per second), every request completes
+    with text and [DONE]."""
+    fail_on_cluster(inventory.nodes, check_failures(summary_of(sweep, inventory, level)))
 
 
 def test_usage_counts_the_streamed_tokens(sweep: list[LevelSummary], inventory: Inventory) -> None:
     """Every stream reports usage, and never fewer tokens than it streamed chunks (a chunk
     may carry several tokens; the ratio is reported)."""
     problems = [
-        Problem(f"{s.usage_missing} stream(s) without usage at concurrency {s.concurrency}",
+        Problem(f"{s.usage_missing} stream(s) without usage at {s.label}",
                 "usage in the last chunk of every stream (stream_options.include_usage)",
                 "tokens/s is then counted from chunks, which undercounts: use an engine "
                 "that honours include_usage")
         for s in sweep if s.usage_missing
     ] + [
         Problem(f"{s.usage_tokens} usage tokens for {s.content_chunks} content chunks at "
-                f"concurrency {s.concurrency}", "at least one token per content chunk",
+                f"{s.label}", "at least one token per content chunk",
                 "the engine's usage undercounts: its tokens/s cannot be trusted")
         for s in sweep if s.usage_tokens < s.content_chunks
     ]  # fmt: skip
@@ -68,14 +71,15 @@ def test_throughput_meets_the_plan(
 
 
 def test_goodput_meets_the_slo(
-    sweep: list[LevelSummary], inventory: Inventory, pytestconfig: pytest.Config, concurrency: int
+    sweep: list[LevelSummary], inventory: Inventory, pytestconfig: pytest.Config, level: Level
 ) -> None:
-    """At this many concurrent streams, at least the planned share of requests meets every
-    per-request objective (TTFT, TPOT, E2E), as `vllm bench serve --goodput` counts them."""
+    """At this level (concurrent streams, or arrivals per second), at least the planned share
+    of requests meets every per-request objective (TTFT, TPOT, E2E), as `vllm bench serve
+    --goodput` counts them."""
     slo = inventory.inference.slo
     if slo.min_goodput_fraction is None:
         skip_unconfigured(pytestconfig, "no goodput floor: set inference.slo.min_goodput_fraction")
-    fail_on_cluster(inventory.nodes, check_goodput(level(sweep, concurrency), slo))
+    fail_on_cluster(inventory.nodes, check_goodput(summary_of(sweep, inventory, level), slo))
 
 
 def test_performance_holds_against_the_baseline(

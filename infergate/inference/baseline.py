@@ -56,7 +56,12 @@ Figures = dict[int, LevelFigures]  # by concurrency
 
 
 def figures_of(summaries: Iterable[LevelSummary]) -> Figures:
-    return {s.concurrency: LevelFigures(s.output_throughput, s.ttft.median_ms) for s in summaries}
+    """The closed-loop levels' figures (an open-loop level has concurrency 0: not kept)."""
+    return {
+        s.concurrency: LevelFigures(s.output_throughput, s.ttft.median_ms)
+        for s in summaries
+        if s.concurrency
+    }
 
 
 def compare(current: Figures, stored: Figures, tolerance: float) -> list[Problem]:

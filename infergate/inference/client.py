@@ -10,8 +10,10 @@ has its own deadline, enforced on the socket before each read.
 from __future__ import annotations
 
 import json
+import random
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -212,13 +214,43 @@ def _call(
         return response.status_code, text
 
 
+OnDone = Callable[[StreamRecord], None]  # called in the sending thread as each request ends
+
+
 @dataclass(frozen=True)
 class LoadRun:
-    """One concurrency level: every request's record, in the order given, and the wall time."""
+    """One level: every request's record, in the order sent, and the wall time."""
 
-    concurrency: int
+    concurrency: int  # the closed loop's; 0 for an open-loop level
     records: tuple[StreamRecord, ...]
     duration_s: float  # first request sent to last one finished, as vLLM's benchmark_duration
+    rate: float | None = None  # the open loop's planned requests/s
+    repeated: int = 0  # requests that reused a body: a duration level outlasting its bodies
+
+
+class _Feed:
+    """The bodies in order, to threads that ask; with a deadline, cycling through them
+    until it passes; without one, each body once."""
+
+    def __init__(self, bodies: Sequence[Body], deadline: float | None) -> None:
+        self.bodies, self.deadline = bodies, deadline
+        self.sent = 0
+        self.lock = threading.Lock()
+
+    def next(self) -> tuple[int, Body] | None:
+        with self.lock:
+            over = self.sent >= len(self.bodies) if self.deadline is None else self.late()
+            if over or not self.bodies:
+                return None
+            self.sent += 1
+            return self.sent - 1, self.bodies[(self.sent - 1) % len(self.bodies)]
+
+    def late(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
+    @property
+    def repeated(self) -> int:
+        return max(0, self.sent - len(self.bodies))
 
 
 def run_load(
@@ -229,21 +261,96 @@ def run_load(
     timeout_s: float,
     api_key: str | None = None,
     ca_bundle: str | None = None,
+    *,
+    duration_s: float | None = None,
+    on_done: OnDone | None = None,
 ) -> LoadRun:
-    """Send every body, keeping exactly `concurrency` requests in flight until the tail.
+    """Keep exactly `concurrency` requests in flight: every body once, or, with `duration_s`,
+    new requests (the bodies in turn, again from the first when they run out) until that
+    many seconds have passed; those then in flight finish and count, and the level's
+    duration runs to the last of them (vLLM's benchmark_duration; guidellm's max_seconds
+    drops them instead, which shortens long answers' share).
 
     Like `vllm bench serve --request-rate inf --max-concurrency N`: a new request starts the
     moment one finishes. Keep-alive connections are reused, as vLLM's client reuses them
     (the endpoint's one session keeps them).
     """
-
-    def one(body: Body) -> StreamRecord:
-        return stream_completion(base_url, path, body, timeout_s, api_key, ca_bundle)
-
+    send = _sender(base_url, path, timeout_s, api_key, ca_bundle, on_done)
     start = time.perf_counter()
+    feed = _Feed(bodies, None if duration_s is None else start + duration_s)
+
+    def worker() -> list[tuple[int, StreamRecord]]:
+        done = []
+        while (item := feed.next()) is not None:
+            done.append((item[0], send(item[1])))
+        return done
+
     with ThreadPoolExecutor(concurrency, thread_name_prefix="infergate-load") as pool:
-        records = tuple(pool.map(one, bodies))
-    return LoadRun(concurrency, records, time.perf_counter() - start)
+        futures = [pool.submit(worker) for _ in range(concurrency)]
+        found = sorted(pair for f in futures for pair in f.result())
+    records = tuple(record for _, record in found)
+    return LoadRun(concurrency, records, time.perf_counter() - start, repeated=feed.repeated)
+
+
+def arrival_gaps(rate: float, seed: int) -> Iterator[float]:
+    """Seconds before each request: 0 for the first, then exponential gaps of mean 1/rate
+    (a Poisson process), as `vllm bench serve --request-rate R` draws them with burstiness
+    1 (vllm/benchmarks/serve.py get_request: gamma(shape=1, scale=1/R)); endless."""
+    rng = random.Random(seed)
+    yield 0.0
+    while True:
+        yield rng.expovariate(rate)
+
+
+def run_open_loop(
+    base_url: str,
+    path: str,
+    bodies: Sequence[Body],
+    rate: float,
+    timeout_s: float,
+    api_key: str | None = None,
+    ca_bundle: str | None = None,
+    *,
+    seed: int = 0,
+    duration_s: float | None = None,
+    on_done: OnDone | None = None,
+) -> LoadRun:
+    """Send requests at Poisson arrivals of `rate` per second, whether or not earlier ones
+    have finished: every body once, or, with `duration_s`, arrivals until then (the bodies
+    in turn); those in flight then finish and count. At most POOL_SIZE are in flight (the
+    endpoint's connections): an arrival past that waits for one, as vLLM's
+    `--max-concurrency` holds it."""
+    send = _sender(base_url, path, timeout_s, api_key, ca_bundle, on_done)
+    start = time.perf_counter()
+    feed = _Feed(bodies, None if duration_s is None else start + duration_s)
+    futures = []
+    with ThreadPoolExecutor(http_session.POOL_SIZE, thread_name_prefix="infergate-open") as pool:
+        due = start
+        for gap in arrival_gaps(rate, seed):
+            due += gap
+            time.sleep(max(0.0, due - time.perf_counter()))
+            if (item := feed.next()) is None:
+                break
+            futures.append(pool.submit(send, item[1]))
+        records = tuple(f.result() for f in futures)
+    return LoadRun(0, records, time.perf_counter() - start, rate=rate, repeated=feed.repeated)
+
+
+def _sender(
+    base_url: str,
+    path: str,
+    timeout_s: float,
+    api_key: str | None,
+    ca_bundle: str | None,
+    on_done: OnDone | None,
+) -> Callable[[Body], StreamRecord]:
+    def send(body: Body) -> StreamRecord:
+        record = stream_completion(base_url, path, body, timeout_s, api_key, ca_bundle)
+        if on_done is not None:
+            on_done(record)
+        return record
+
+    return send
 
 
 def _url(base_url: str, path: str) -> str:

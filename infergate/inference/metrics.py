@@ -193,7 +193,9 @@ class LevelSummary:
 
 
 def summarize(run: LoadRun, slo: Slo = NO_SLO) -> LevelSummary:
-    return summarize_records(run.records, run.duration_s, run.concurrency, slo=slo)
+    return summarize_records(
+        run.records, run.duration_s, run.concurrency, request_rate=run.rate, slo=slo
+    )
 
 
 def summarize_records(

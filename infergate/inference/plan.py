@@ -5,8 +5,12 @@ The section, with its defaults:
 
     inference:
       concurrency: [1, 4, 16]        # levels, like `vllm bench serve --max-concurrency`
-      requests_per_level: 16
-      max_tokens: 64
+      request_rates: []              # open-loop levels, like `--request-rate` (req/s)
+      requests_per_level: null       # max(64, 4 x the concurrency); or duration_s
+      input_tokens: 1024             # prompts built by inference/workload.py
+      output_tokens: 128
+      spread: 0.0
+      seed: 0
       warmup_requests: 2
       min_output_tokens_per_s: 300   # aggregate, at the highest level (default: not gated)
       max_ttft_ms: 500               # median, at concurrency 1 (default: not gated)
@@ -39,19 +43,6 @@ def chat_body(model: str, prompt: str, max_tokens: int, **extra: object) -> dict
     """A one-turn chat request (client.stream_completion adds the streaming options)."""
     messages = [{"role": "user", "content": prompt}]
     return {"model": model, "messages": messages, "max_tokens": max_tokens, **extra}
-
-
-def load_bodies(inference: Inference, model: str) -> list[dict[str, object]]:
-    """One level's requests. `ignore_eos` (a vLLM and SGLang extension, as `vllm bench serve
-    --ignore-eos` sends it) makes every answer `max_tokens` long, so that tokens/s compares
-    run to run whatever the model chose to say."""
-    body = chat_body(model, inference.prompt, inference.max_tokens, ignore_eos=True)
-    return [body] * inference.requests_per_level
-
-
-def warmup_bodies(inference: Inference, model: str) -> list[dict[str, object]]:
-    body = chat_body(model, inference.prompt, inference.max_tokens, ignore_eos=True)
-    return [body] * inference.warmup_requests
 
 
 def probe_body(probe: Probe, model: str) -> dict[str, object]:
@@ -103,7 +94,7 @@ def check_failures(summary: LevelSummary) -> list[Problem]:
     return [
         Problem(
             found=f"{summary.failed} of {summary.failed + summary.completed} requests failed "
-            f"at concurrency {summary.concurrency}: {'; '.join(summary.errors)}",
+            f"at {summary.label}: {'; '.join(summary.errors)}",
             planned="every request completed",
             remedy="read the engine log on every node for the time of the run (OOM, a lost "
             "rank, a timeout); lower inference.concurrency only if the plan never meant it",

@@ -39,11 +39,6 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def level_label(summary: LevelSummary) -> str:
-    """How the report names a concurrency level, as LevelSamples.label does."""
-    return f"c={summary.concurrency}"
-
-
 def plot_throughput(levels: Sequence[LevelSummary]) -> Picture:
     """Output tokens/s against concurrency."""
     fig, ax = _figure()
@@ -51,7 +46,7 @@ def plot_throughput(levels: Sequence[LevelSummary]) -> Picture:
     ax.plot(x, [s.output_throughput for s in levels], "o-", label="all streams")
     ax.plot(x, [s.per_stream_tok_s for s in levels], "s--", label="per stream")
     _concurrency_axes(ax, x, "output tokens/s")
-    each = ", ".join(f"{level_label(s)} {s.output_throughput:.1f}" for s in levels)
+    each = ", ".join(f"{s.label} {s.output_throughput:.1f}" for s in levels)
     return Picture(f"Output tokens/s of all streams against concurrency: {each}", _png(fig))
 
 
@@ -62,7 +57,7 @@ def plot_ttft(levels: Sequence[LevelSummary]) -> Picture:
     ax.plot(x, [s.ttft.median_ms for s in levels], "o-", label="median")
     ax.plot(x, [s.ttft.p99_ms for s in levels], "^--", label="p99")
     _concurrency_axes(ax, x, "time to first token (ms)")
-    each = ", ".join(f"{level_label(s)} {s.ttft.median_ms:.1f} and {s.ttft.p99_ms:.1f} ms"
+    each = ", ".join(f"{s.label} {s.ttft.median_ms:.1f} and {s.ttft.p99_ms:.1f} ms"
                      for s in levels)  # fmt: skip
     return Picture(f"Median and p99 TTFT against concurrency: {each}", _png(fig))
 
@@ -85,14 +80,14 @@ def plot_latency_throughput(levels: Sequence[LevelSummary]) -> Picture:
     y = [s.tpot.median_ms for s in levels]
     ax.plot(x, y, "o-")
     for s, xi, yi in zip(levels, x, y, strict=True):
-        ax.annotate(level_label(s), (xi, yi), textcoords="offset points", xytext=(5, 5))
+        ax.annotate(s.label, (xi, yi), textcoords="offset points", xytext=(5, 5))
     ax.set_xlabel("output tokens/s (all streams)")
     ax.set_ylabel("median time per output token (ms)")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.margins(0.15)
     ax.grid(True, alpha=0.3)
-    each = "; ".join(f"{level_label(s)} {s.tpot.median_ms:.1f} ms at {s.output_throughput:.1f}"
+    each = "; ".join(f"{s.label} {s.tpot.median_ms:.1f} ms at {s.output_throughput:.1f}"
                      for s in levels)  # fmt: skip
     alt = f"Median TPOT against output tokens/s, one point per level: {each}"
     return Picture(alt, _png(fig))

@@ -129,7 +129,7 @@ def render_html(results: Results) -> str:
         f"<title>infergate inference: {e(m.inventory)}</title><style>{CSS}</style></head><body>",
         f"<h1>Inference report: {e(m.inventory)}</h1>",
         f"<p class=meta>endpoint {e(m.endpoint)} &middot; model {e(m.model)} &middot; {e(m.time)}",
-        "<h2>Tokens/s and latency per concurrency level</h2>",
+        "<h2>Tokens/s and latency per level</h2>",
         _levels_table(results.levels),
         *_pictures(results),
         _conformance(results.conformance),
@@ -158,10 +158,12 @@ def _pictures(results: Results) -> list[str]:
 
 
 def _per_level(levels: Sequence[LevelSummary]) -> str:
+    """Against concurrency, the closed-loop levels; the latency-throughput curve, all."""
     if not levels:
         return "<p>No plots: no level of the load was measured."
-    return _plots([plots.plot_throughput(levels), plots.plot_ttft(levels),
-                   plots.plot_latency_throughput(levels)])  # fmt: skip
+    closed = [s for s in levels if s.request_rate is None]
+    against = [plots.plot_throughput(closed), plots.plot_ttft(closed)] if closed else []
+    return _plots([*against, plots.plot_latency_throughput(levels)])
 
 
 def _distributions(samples: Sequence[LevelSamples]) -> str:
@@ -187,17 +189,20 @@ def _ms(d: Distribution) -> list[str]:
 
 def _levels_table(levels: Sequence[LevelSummary]) -> str:
     header = [
-        "concurrency", "TTFT median ms", "TTFT p99 ms", "TPOT median ms", "TPOT p99 ms",
-        "ITL median ms", "ITL p99 ms", "output tok/s", "tok/s per stream", "completed", "failed",
+        "level", "TTFT median ms", "TTFT p99 ms", "TPOT median ms", "TPOT p99 ms",
+        "ITL median ms", "ITL p99 ms", "E2E median ms", "E2E p99 ms", "output tok/s",
+        "total tok/s", "tok/s per stream", "goodput req/s", "completed", "failed",
     ]  # fmt: skip
     return table(header, [_level_row(s) for s in levels])
 
 
 def _level_row(s: LevelSummary) -> list[str]:
     failed = f"<span class={'fail' if s.failed else 'pass'}>{s.failed}</span>"
-    throughput = [f"{s.output_throughput:.1f}", f"{s.per_stream_tok_s:.1f}"]
-    return [str(s.concurrency), *_ms(s.ttft), *_ms(s.tpot), *_ms(s.itl), *throughput,
-            str(s.completed), failed]  # fmt: skip
+    throughput = [f"{s.output_throughput:.1f}", f"{s.total_token_throughput:.1f}",
+                  f"{s.per_stream_tok_s:.1f}"]  # fmt: skip
+    good = "&ndash;" if s.goodput is None else f"{s.goodput.per_s:.2f} ({s.goodput.fraction:.0%})"
+    return [html.escape(s.label), *_ms(s.ttft), *_ms(s.tpot), *_ms(s.itl), *_ms(s.e2el),
+            *throughput, good, str(s.completed), failed]  # fmt: skip
 
 
 _STATUS_CLASS = {"passed": "pass", "skipped": "skip", "failed": "fail"}

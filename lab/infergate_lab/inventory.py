@@ -71,8 +71,9 @@ thresholds:
 inference:
   # a short sweep: the lab's 2 cores serve ~30-200 tokens/s
   concurrency: [1, 4, 16]
-  requests_per_level: 16
-  max_tokens: 32
+  requests_per_level: 16  # explicit and small: CI's time (the default is max(64, 4 x c))
+  input_tokens: 64  # distinct prompts, built with the served model's tokenizer
+  output_tokens: 32
 {probes}"""
 
 # The lab's nodes share this machine's 2 cores; vLLM's default binding ("auto") pins every
