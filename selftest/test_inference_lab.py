@@ -16,6 +16,7 @@ from infergate.inference.workload import build_prompts
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped
+from selftest.browser import check_page
 from selftest.suite import ROOT, SuiteRun, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
@@ -43,17 +44,19 @@ def smoke(pytester: pytest.Pytester, url: str, *args: str, inventory: Path | Non
                      "--report-dir", str(report), *args, inventory=inventory)  # fmt: skip
 
 
-GOODPUT = "test_performance.py::test_goodput_meets_the_slo[c1]"
+GOODPUT = "test_performance.py::test_goodput_meets_the_slo[c=1]"
+OPEN_LOOP = "test_performance.py::test_every_request_completes[4 req/s]"
 
 
 def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     plan = tmp_path / "plan.yaml"  # an SLO any server that answers meets: the gate runs green
     text = (ROOT / "inventories" / "lab.yaml").read_text()
-    slo = "  slo: {e2e_ms: 600000, min_goodput_fraction: 1}\n"
-    plan.write_text(text.replace("\ninference:\n", f"\ninference:\n{slo}"))
+    more = "  slo: {e2e_ms: 600000, min_goodput_fraction: 1}\n  request_rates: [4]\n"
+    plan.write_text(text.replace("\ninference:\n", f"\ninference:\n{more}"))
     run = smoke(pytester, server, inventory=plan)
     assert run.red() == set(), run.output
     assert run.outcomes[GOODPUT].status == "passed"
+    assert run.outcomes[OPEN_LOOP].status == "passed"
     assert "test_correctness.py::test_known_answer[probe0]" not in {
         t for t, o in run.outcomes.items() if o.status == "skipped"
     }
@@ -70,7 +73,17 @@ def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     assert (report / "results.csv").read_text().count("\n") == len(levels) + 1
     for c in (1, 4, 16):  # the plan's levels, 16 requests each, said as they end
         assert f"c={c}: 16/16 done, " in run.output, run.output
-    assert "prompts: 50 from http://" in run.output  # 2 warm-up + 3 x 16, with the tokenizer
+    assert "4 req/s: 16/16 done, " in run.output
+    assert "prompts: 66 from http://" in run.output  # 2 warm-up + 4 x 16, with the tokenizer
+    assert [s.label for s in levels] == ["c=1", "c=4", "c=16", "4 req/s"]
+    assert "engine /metrics: none recorded" not in run.output
+    seen = check_page(report / "report.html", tmp_path / "report.png")
+    assert seen.broken_images == []
+    assert seen.empty_tables == []
+    alts = " ".join(alt for alt, _ in seen.images)
+    for picture in ("against concurrency", "one point per level", "Cumulative distribution of "
+                    "TTFT", "ITL", "tokens/s per second", "The engine's /metrics"):  # fmt: skip
+        assert picture in alts, alts
     running = lab.ssh("node1", ["docker", "inspect", "-f", "{{.State.Running}}", CONTAINER])
     assert running.stdout.strip() == "true", "--endpoint must never stop the server"
 
