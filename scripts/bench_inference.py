@@ -31,6 +31,7 @@ the total includes each side's start-up (vLLM's imports torch, ours does not).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import secrets
 import signal
@@ -95,6 +96,7 @@ class Run:
     tokens: int
     cpu_s: float  # the whole process
     load_cpu_s: float  # from the line that starts its load to its exit
+    starts: tuple[float, ...]  # each request's start, seconds (any origin)
 
     @property
     def cpu_per_1k(self) -> float:
@@ -108,11 +110,13 @@ def ours(spec: dict[str, str | int]) -> None:
                               int(spec["output_tokens"]))  # fmt: skip
     bodies = chat_bodies(prompts, str(spec["model"]))
     print(LOAD_STARTS, flush=True)
-    s = summarize(run_load(f"{spec['base']}/v1", CHAT_PATH, bodies, int(spec["level"]), REQUEST_S))
+    run = run_load(f"{spec['base']}/v1", CHAT_PATH, bodies, int(spec["level"]), REQUEST_S)
+    s = summarize(run)
     if s.failed:
         sys.exit(f"our run had {s.failed} failed requests: {s.errors}")
     print(json.dumps({"tok_s": s.output_throughput, "ttft_ms": s.ttft.median_ms,
-                      "tpot_ms": s.tpot.median_ms, "tokens": s.total_output_tokens}))  # fmt: skip
+                      "tpot_ms": s.tpot.median_ms, "tokens": s.total_output_tokens,
+                      "starts": [r.start_s for r in run.records]}))  # fmt: skip
 
 
 def in_image(
@@ -150,7 +154,8 @@ def run_ours(lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int]) -
     argv = ["python3", __file__, "--ours-json", json.dumps(spec)]
     stdout, cpu, load_cpu = in_image(lab, node, plan, LOAD_STARTS, argv, options)
     r = json.loads(stdout.strip().splitlines()[-1])
-    return Run(r["tok_s"], r["ttft_ms"], r["tpot_ms"], r["tokens"], cpu, load_cpu)
+    starts = tuple(r["starts"])
+    return Run(r["tok_s"], r["ttft_ms"], r["tpot_ms"], r["tokens"], cpu, load_cpu, starts)
 
 
 def run_vllm(lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int]) -> Run:
@@ -166,13 +171,14 @@ def run_vllm(lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int]) -
              "--sharegpt-output-len", spec["output_tokens"], "--num-prompts", spec["requests"],
              "--max-concurrency", spec["level"], "--ignore-eos", "--disable-tqdm",
              "--num-warmups", "0", "--ready-check-timeout-sec", "0", "--save-result",
+             "--save-detailed",
              "--result-dir", str(dataset.parent), "--result-filename", result]  # fmt: skip
     model = plan.model.path
     options = ["-v", f"{model}:{model}:ro", "-v", f"{dataset.parent}:{dataset.parent}"]
     _, cpu, load_cpu = in_image(lab, node, plan, VLLM_LOAD_STARTS, list(map(str, bench)), options)
     r = json.loads((dataset.parent / result).read_text())
     return Run(r["output_throughput"], r["median_ttft_ms"], r["median_tpot_ms"],
-               r["total_output_tokens"], cpu, load_cpu)  # fmt: skip
+               r["total_output_tokens"], cpu, load_cpu, tuple(r["start_times"]))  # fmt: skip
 
 
 def requests_at(level: int, floor: int) -> int:
@@ -201,6 +207,14 @@ def served(lab: Lab, plan: Inventory, base: str) -> Iterator[None]:
         yield
 
 
+def bursts(starts: Sequence[float], gap_s: float = 0.02) -> int:
+    """Groups of request starts closer than GAP_S: at concurrency c, n requests of equal
+    lengths started together stay in n/c waves; a client slow to start the next request
+    spreads them, and the server then batches prefills and decodes differently."""
+    ordered = sorted(starts)
+    return 1 + sum(b - a > gap_s for a, b in itertools.pairwise(ordered))
+
+
 def median(runs: Sequence[Run], key: str) -> float:
     return statistics.median(getattr(r, key) for r in runs)
 
@@ -224,7 +238,8 @@ def report_level(level: int, requests: int, mine: list[Run], theirs: list[Run]) 
     print(f"{'':>11} runs: tok/s ours {[round(m.tok_s, 1) for m in mine]}, vllm "
           f"{[round(t.tok_s, 1) for t in theirs]}; TPOT ours {median(mine, 'tpot_ms'):.1f} ms, "
           f"vllm {median(theirs, 'tpot_ms'):.1f} ms; whole-process CPU ours "
-          f"{median(mine, 'cpu_s'):.1f} s, vllm {median(theirs, 'cpu_s'):.1f} s",
+          f"{median(mine, 'cpu_s'):.1f} s, vllm {median(theirs, 'cpu_s'):.1f} s; start bursts "
+          f"ours {[bursts(m.starts) for m in mine]}, vllm {[bursts(t.starts) for t in theirs]}",
           flush=True)  # fmt: skip
     return word == "PASS"
 
