@@ -259,10 +259,10 @@ def results() -> report.Results:
     )
 
 
-def test_report_is_self_contained_with_two_plots(tmp_path: Path) -> None:
+def test_report_is_self_contained_with_three_plots(tmp_path: Path) -> None:
     json_path, html_path = report.write_report(tmp_path / "run", results())
     page = html_path.read_text()
-    assert page.count('<img src="data:image/png;base64,') == 2
+    assert page.count('<img src="data:image/png;base64,') == 3  # no samples: the per-level
     assert "<script" not in page
     assert 'src="http' not in page
     assert 'href="http' not in page

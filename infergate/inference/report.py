@@ -13,15 +13,14 @@ results.json reads:
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from infergate.inference import plots
 from infergate.inference.metrics import (
     Distribution,
     LevelSummary,
@@ -102,55 +101,6 @@ def _to_json(results: Results) -> dict[str, object]:
     }
 
 
-# --- plots -------------------------------------------------------------------------------
-
-
-def _figure() -> tuple[Any, Any]:
-    """A figure and its axes. matplotlib is imported at the first plot, not by every pytest
-    run that loads the suite's plugins (0.4 s); a bare Figure renders without pyplot's
-    global state or a display."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5.5, 3.4))
-    return fig, fig.subplots()
-
-
-def _png(fig: Any) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def plot_throughput(levels: Sequence[LevelSummary]) -> str:
-    """Output tokens/s against concurrency, as base64 PNG."""
-    fig, ax = _figure()
-    x = [s.concurrency for s in levels]
-    ax.plot(x, [s.output_throughput for s in levels], "o-", label="all streams")
-    ax.plot(x, [s.per_stream_tok_s for s in levels], "s--", label="per stream")
-    _axes(ax, x, "output tokens/s")
-    return _png(fig)
-
-
-def plot_ttft(levels: Sequence[LevelSummary]) -> str:
-    """Median and p99 TTFT against concurrency, as base64 PNG."""
-    fig, ax = _figure()
-    x = [s.concurrency for s in levels]
-    ax.plot(x, [s.ttft.median_ms for s in levels], "o-", label="median")
-    ax.plot(x, [s.ttft.p99_ms for s in levels], "^--", label="p99")
-    _axes(ax, x, "time to first token (ms)")
-    return _png(fig)
-
-
-def _axes(ax: Any, x: list[int], ylabel: str) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(x, [str(c) for c in x])
-    ax.set_xlabel("concurrent requests")
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-
-
 # --- HTML --------------------------------------------------------------------------------
 
 _CSS = """
@@ -176,19 +126,54 @@ def render_html(results: Results) -> str:
         f"<p class=meta>endpoint {e(m.endpoint)} &middot; model {e(m.model)} &middot; {e(m.time)}",
         "<h2>Tokens/s and latency per concurrency level</h2>",
         _levels_table(results.levels),
+        *_pictures(results),
+        _conformance(results.conformance),
+        _nodes(results.nodes),
     ]
-    if results.levels:
-        plots = {
-            "output tokens/s against concurrency": plot_throughput(results.levels),
-            "median and p99 TTFT against concurrency": plot_ttft(results.levels),
-        }
-        images = "".join(
-            f'<img src="data:image/png;base64,{png}" alt="{alt}">' for alt, png in plots.items()
-        )
-        parts.append(f"<div class=plots>{images}</div>")
-    parts += [_conformance(results.conformance), _nodes(results.nodes)]
     parts += [_evidence(results.evidence), "</body></html>\n"]
     return "\n".join(parts)
+
+
+def _pictures(results: Results) -> list[str]:
+    """The plots, each section with its pictures or a sentence saying why it has none."""
+    levels, samples, engine = results.levels, results.samples, results.engine
+    return [
+        _per_level(levels),
+        "<h2>Latency distributions</h2>",
+        _distributions(samples),
+        "<h2>Output tokens over time</h2>",
+        _plots([plots.plot_tokens_over_time(samples)])
+        if any(level.output_tokens_at for level in samples)
+        else "<p>No plot: the run kept no output tokens over time.",
+        "<h2>The engine's own /metrics during the load</h2>",
+        _plots([plots.plot_engine(engine)]) if engine else
+        "<p>No plot: the engine served no /metrics with vLLM's or SGLang's load figures "
+        "while the load ran (or they were not scraped).",
+    ]  # fmt: skip
+
+
+def _per_level(levels: Sequence[LevelSummary]) -> str:
+    if not levels:
+        return "<p>No plots: no level of the load was measured."
+    return _plots([plots.plot_throughput(levels), plots.plot_ttft(levels),
+                   plots.plot_latency_throughput(levels)])  # fmt: skip
+
+
+def _distributions(samples: Sequence[LevelSamples]) -> str:
+    pictures = [plots.plot_cdf(samples, field, name)
+                for field, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"))
+                if any(max(getattr(level, field), default=0) > 0 for level in samples)]  # fmt: skip
+    if not pictures:
+        return "<p>No distributions: the run kept no TTFT or ITL samples."
+    return _plots(pictures)
+
+
+def _plots(pictures: Sequence[plots.Picture]) -> str:
+    images = "".join(
+        f'<img src="data:image/png;base64,{p.png}" alt="{html.escape(p.alt, quote=True)}">'
+        for p in pictures
+    )
+    return f"<div class=plots>{images}</div>"
 
 
 def _row(cells: Sequence[str], tag: str = "td") -> str:
