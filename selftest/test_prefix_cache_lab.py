@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from infergate.inference.client import StreamRecord, get_json, stream_completion
+from infergate.inference.engine_metrics import parse_prometheus_text
 from infergate.inference.plan import CHAT_PATH
 from infergate.inference.workload import build_prompts, chat_bodies
 from infergate.plan_yaml import load_plan
@@ -37,6 +38,7 @@ PAIRS = 15  # one new and one repeated request each, alternating: drift hits bot
 # on this CPU engine: measured with AVX-512 kernels, medians of 15, new 559 ms, repeated 46 ms
 # (0.08x). A repeat slower than half a new prompt means the cache did not serve it.
 MARGIN = 0.5
+QUERIES, HITS = "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"
 
 
 @pytest.fixture(scope="module")
@@ -46,20 +48,15 @@ def server(engine: object, lab: Lab) -> Iterator[str]:
         yield base
 
 
-def counter(text: str, name: str) -> float:
-    """NAME's samples in a /metrics body summed over their label sets (one per engine):
-    `vllm:prefix_cache_hits_total{engine="0",model_name="smollm2-135m"} 768.0`."""
-    lines = text.splitlines()
-    return sum(float(s.rsplit(" ", 1)[1]) for s in lines if s.startswith((f"{name}{{", f"{name} ")))
-
-
 def cache_counters(base: str) -> tuple[float, float]:
-    """(queried, hit) prompt tokens so far."""
+    """(queried, hit) prompt tokens so far, summed over the engine's label sets."""
     status, text = get_json(base, "/metrics", 10)
     assert status == 200, f"{base}/metrics answered {status}: {text}"
-    body = str(text)  # not JSON: the text itself
-    queried = counter(body, "vllm:prefix_cache_queries_total")
-    return queried, counter(body, "vllm:prefix_cache_hits_total")
+    sums = {QUERIES: 0.0, HITS: 0.0}
+    for sample in parse_prometheus_text(str(text)):  # not JSON: get_json hands the text
+        if sample.name in sums:
+            sums[sample.name] += sample.value
+    return sums[QUERIES], sums[HITS]
 
 
 def timed(base: str, body: dict[str, object]) -> tuple[StreamRecord, float, float]:
