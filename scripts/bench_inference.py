@@ -11,16 +11,17 @@ engine`); run it under the lab's lock. Deploys the plan (or uses the server alre
 on the head; a deployment it made is removed at the end, on Ctrl-C and SIGTERM too), warms
 the server up, then builds every run's prompts at once with the served model's tokenizer
 (infergate.inference.workload.build_prompts: random tokens, exact lengths, no shared prefix)
-and writes each run's set as a ShareGPT JSON file. Per level and round, one after the other on
-the last node: our client (this script, with the node's python) and `vllm bench serve` (the
-lab image, host network) read their run's file, `--dataset-name sharegpt --disable-shuffle
---sharegpt-output-len N --ignore-eos`, no request-rate limit, `--max-concurrency` = the level.
+and writes each run's set as a ShareGPT JSON file. Per level and round, one after the other,
+each in a container of the lab image on the last node (host network): our client (this script,
+this checkout mounted) and `vllm bench serve` read their run's file (vLLM: `--dataset-name
+sharegpt --disable-shuffle --sharegpt-output-len N --ignore-eos`), no request-rate limit,
+`--max-concurrency` = the level.
 Every run has prompts of its own, so that neither side is served from the prefix cache the
 other filled. vLLM's one-request ready check is skipped (`--ready-check-timeout-sec 0`): it
 would send its run's first prompt twice. Medians over the rounds; the order alternates so
 that drift of the shared cores favours neither. PASS: both ratios within ±5 %.
 
-The CPU cost: each side runs as the child of a small stdlib wrapper (CPU_OF) in the node,
+The CPU cost: each side runs as the child of a small stdlib wrapper (CPU_OF) in its container,
 which reads the child's utime + stime from /proc/PID/stat when the child prints the line that
 starts its load (ours: LOAD_STARTS; vLLM's benchmark() prints "Starting main benchmark
 run...", vllm/benchmarks/serve.py), and its total from getrusage(RUSAGE_CHILDREN) at exit.
