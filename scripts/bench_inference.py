@@ -1,155 +1,325 @@
-"""Our load measurement against `vllm bench serve`, on the same lab server with the same load,
-side by side in one run; prints the ratios of output tokens/s and median TTFT per level.
+"""Our load measurement against `vllm bench serve`: the same prompts, the same server, the same
+node, side by side in one run; prints, per concurrency level, output tokens/s and median TTFT
+of each and their ratio, and each client's own CPU cost per 1,000 streamed tokens.
 
-    python scripts/bench_inference.py [--levels 1,4,16] [--requests 16] [--max-tokens 64]
-                                      [--rounds 2] [--inventory inventories/lab.yaml]
+    python scripts/bench_inference.py [--levels 1,4,16,64] [--rounds 3] [--input-tokens 128]
+                                      [--output-tokens 32] [--min-requests 16]
+                                      [--inventory inventories/lab.yaml]
 
 Needs the lab with its engine (`python -m infergate_lab up && python -m infergate_lab
-engine`). Deploys the plan (or uses the server already answering on the head), then per
-level and round, one after the other: our client (infergate.inference, from this controller)
-and `vllm bench serve` from the lab image (a container on the last node, host network), both
-at http://HEAD:PORT, both sending the plan's prompt as one chat turn with `ignore_eos` and
-the same max_tokens, no request-rate limit, `--max-concurrency` = the level. Medians over the
-rounds; the order alternates so that drift of the shared 2 cores favours neither.
+engine`); run it under the lab's lock. Deploys the plan (or uses the server already answering
+on the head; a deployment it made is removed at the end, on Ctrl-C and SIGTERM too), warms
+the server up, then builds every run's prompts at once with the served model's tokenizer
+(infergate.inference.workload.build_prompts: random tokens, exact lengths, no shared prefix)
+and writes each run's set as a ShareGPT JSON file. Per level and round, one after the other,
+each in a container of the lab image on the last node (host network): our client (this script,
+this checkout mounted) and `vllm bench serve` read their run's file (vLLM: `--dataset-name
+sharegpt --disable-shuffle --sharegpt-output-len N --ignore-eos`), no request-rate limit,
+`--max-concurrency` = the level.
+Every run has prompts of its own, so that neither side is served from the prefix cache the
+other filled. vLLM's one-request ready check is skipped (`--ready-check-timeout-sec 0`): it
+would send its run's first prompt twice. Medians over the rounds; the order alternates so
+that drift of the shared cores favours neither. PASS: both ratios within ±5 %.
+
+The CPU cost: each side runs as the child of a small stdlib wrapper (CPU_OF) in its container,
+which reads the child's utime + stime from /proc/PID/stat when the child prints the line that
+starts its load (ours: LOAD_STARTS; vLLM's benchmark() prints "Starting main benchmark
+run...", vllm/benchmarks/serve.py), and its total from getrusage(RUSAGE_CHILDREN) at exit.
+The load's share (total minus that) over the run's output tokens is the figure compared;
+the total includes each side's start-up (vLLM's imports torch, ours does not).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import secrets
-import shlex
+import signal
 import statistics
 import sys
 import sysconfig
-from contextlib import ExitStack
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, http_get
 from infergate.inference.client import run_load
 from infergate.inference.metrics import summarize
-from infergate.inference.plan import CHAT_PATH, chat_body
+from infergate.inference.plan import CHAT_PATH
+from infergate.inference.workload import Prompt, build_prompts, chat_bodies, dataset_prompts
 from infergate.inventory import Inventory
 from infergate.plan_yaml import load_plan
 from infergate_lab import Lab
 from infergate_lab.engine import node_io
 
 ROOT = Path(__file__).resolve().parents[1]
-MARK = "::infergate-bench-result::"
+LOAD_STARTS = "::infergate-load-starts::"
+VLLM_LOAD_STARTS = "Starting main benchmark run..."
+RUN_TIMEOUT_S = 900  # one side's run of one level; a request's own deadline is REQUEST_S
+REQUEST_S = 600
+WAVES = 4  # requests per level: at least 4x the concurrency, so that most run in steady state
+SEED = 14
+WARMUP = 16  # requests at c=16 before the first run: compiled kernels, filled pools
+
+# Runs argv as its child; prints one JSON line: its exit status, its stdout, its CPU seconds
+# (user + system) at exit and when it printed the line starting with argv[1]. Stdlib only:
+# it runs with the node's python and in the vLLM image.
+CPU_OF = r"""
+import json, os, resource, subprocess, sys
+mark, argv = sys.argv[1], sys.argv[2:]
+child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+at_mark, out = None, []
+for line in child.stdout:
+    if at_mark is None and line.startswith(mark):
+        stat = open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()
+        at_mark = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    out.append(line)
+rc = child.wait()
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": rc, "stdout": "".join(out), "cpu_s": used.ru_utime + used.ru_stime,
+                  "cpu_at_mark_s": at_mark}))
+"""
 
 
-def ours_from(
-    lab: Lab, node: str, inventory: str, base: str, level: int, requests: int, max_tokens: int
-) -> dict[str, float]:
-    """`ours`, by this same script inside that lab node's namespaces and cgroup, with the
-    system python (a node has its own /root, where pyenv's interpreter lives). PYTHONPATH
-    names lab/ itself: the venv's editable installs are .pth files, which it does not read."""
-    path = f"PYTHONPATH={ROOT}:{ROOT / 'lab'}:{sysconfig.get_paths()['purelib']}"
-    argv = ["env", path, "/usr/bin/python3", __file__, "--inventory", inventory,
-            "--ours-json", f"{base},{level},{requests},{max_tokens}"]  # fmt: skip
-    done = lab.node_exec(node, argv, timeout=900)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+@dataclass(frozen=True)
+class Run:
+    """One side's run of one level."""
+
+    tok_s: float
+    ttft_ms: float
+    tpot_ms: float
+    tokens: int
+    cpu_s: float  # the whole process
+    load_cpu_s: float  # from the line that starts its load to its exit
+    starts: tuple[float, ...]  # each request's start, seconds (any origin)
+
+    @property
+    def cpu_per_1k(self) -> float:
+        return 1000 * self.load_cpu_s / self.tokens
 
 
-def ours(
-    plan: Inventory, base: str, level: int, requests: int, max_tokens: int
-) -> dict[str, float]:
-    body = chat_body(plan.model.served_name, plan.inference.prompt, max_tokens, ignore_eos=True)
-    s = summarize(run_load(f"{base}/v1", CHAT_PATH, [body] * requests, level, 300))
+def ours(spec: dict[str, str | int]) -> None:
+    """Our client, as the node runs it (the child of CPU_OF): the run's prompt file, the
+    level's concurrency, the figures as one JSON line."""
+    prompts = dataset_prompts(str(spec["dataset"]), int(spec["requests"]),
+                              int(spec["output_tokens"]))  # fmt: skip
+    bodies = chat_bodies(prompts, str(spec["model"]))
+    print(LOAD_STARTS, flush=True)
+    run = run_load(f"{spec['base']}/v1", CHAT_PATH, bodies, int(spec["level"]), REQUEST_S)
+    s = summarize(run)
     if s.failed:
         sys.exit(f"our run had {s.failed} failed requests: {s.errors}")
-    return {"tok_s": s.output_throughput, "ttft_ms": s.ttft.median_ms,
-            "tpot_ms": s.tpot.median_ms, "tokens": s.total_output_tokens}  # fmt: skip
+    print(json.dumps({"tok_s": s.output_throughput, "ttft_ms": s.ttft.median_ms,
+                      "tpot_ms": s.tpot.median_ms, "tokens": s.total_output_tokens,
+                      "starts": [r.start_s for r in run.records]}))  # fmt: skip
 
 
-def vllm_bench(lab: Lab, plan: Inventory, base: str, level: int, requests: int,
-               max_tokens: int) -> dict[str, float]:  # fmt: skip
-    """`vllm bench serve` with a ShareGPT-form dataset of the plan's prompt (its `custom`
-    dataset needs pandas, which the image lacks), in the lab image."""
-    turns = [
-        {"from": "human", "value": plan.inference.prompt},
-        {"from": "gpt", "value": "ok ok ok ok"},
-    ]
-    data = json.dumps([{"conversations": turns}] * requests)
-    bench = ["vllm", "bench", "serve", "--backend", "openai-chat", "--base-url", base,
-             "--endpoint", "/v1/chat/completions", "--model", plan.model.served_name,
+def in_image(
+    lab: Lab, node: str, plan: Inventory, mark: str, argv: list[str], options: list[str]
+) -> tuple[str, float, float]:
+    """ARGV as the child of CPU_OF, in a container of the plan's image on the node (host
+    network, `docker run OPTIONS`): its stdout, its CPU seconds in all and from MARK on.
+    Both clients run so, in the same cgroup placement and on the same interpreter."""
+    name = f"infergate-bench-{secrets.token_hex(3)}"
+    docker = ["docker", "run", "--rm", "--name", name, "--network", "host", "--entrypoint=",
+              *options, plan.image.ref, "python3", "-c", CPU_OF, mark, *argv]  # fmt: skip
+    try:
+        done = lab.node_exec(node, docker, timeout=RUN_TIMEOUT_S, check=False)
+    finally:  # a run cut short (Ctrl-C, the timeout) leaves no container behind
+        lab.node_exec(node, ["docker", "rm", "-f", name], timeout=60, check=False)
+    try:
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        sys.exit(f"{argv[0]} on {node} gave no report:\n{done.stderr[-3000:]}")
+    if report["rc"] != 0 or report["cpu_at_mark_s"] is None:
+        sys.exit(f"{argv[0]} on {node} exited {report['rc']} before or during its load:\n"
+                 f"{report['stdout'][-2000:]}\n{done.stderr[-3000:]}")  # fmt: skip
+    return report["stdout"], report["cpu_s"], report["cpu_s"] - report["cpu_at_mark_s"]
+
+
+def run_ours(lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int]) -> Run:
+    """This script in the image with this checkout and its virtualenv's packages mounted
+    (PYTHONPATH, before the image's own: the venv's editable installs are .pth files, which
+    it does not read)."""
+    packages = sysconfig.get_paths()["purelib"]
+    data = Path(str(spec["dataset"])).parent
+    options = ["-v", f"{ROOT}:{ROOT}:ro", "-v", f"{packages}:{packages}:ro",
+               "-v", f"{data}:{data}:ro",
+               "-e", f"PYTHONPATH={ROOT}:{ROOT / 'lab'}:{packages}"]  # fmt: skip
+    argv = ["python3", __file__, "--ours-json", json.dumps(spec)]
+    stdout, cpu, load_cpu = in_image(lab, node, plan, LOAD_STARTS, argv, options)
+    r = json.loads(stdout.strip().splitlines()[-1])
+    starts = tuple(r["starts"])
+    return Run(r["tok_s"], r["ttft_ms"], r["tpot_ms"], r["tokens"], cpu, load_cpu, starts)
+
+
+def run_vllm(lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int]) -> Run:
+    """`vllm bench serve`, reading the run's ShareGPT file (its `custom` JSONL loader needs
+    pandas, which the image lacks; ShareGPT takes the first two turns,
+    vllm/benchmarks/datasets/datasets.py ShareGPTDataset)."""
+    dataset = Path(str(spec["dataset"]))
+    result = f"{dataset.stem}.result.json"
+    bench = ["vllm", "bench", "serve", "--backend", "openai-chat", "--base-url", spec["base"],
+             "--endpoint", "/v1/chat/completions", "--model", spec["model"],
              "--tokenizer", plan.model.path, "--dataset-name", "sharegpt",
-             "--dataset-path", "/tmp/prompts.json", "--sharegpt-output-len", str(max_tokens),
-             "--num-prompts", str(requests),
-             "--max-concurrency", str(level), "--ignore-eos", "--disable-tqdm",
-             "--num-warmups", "0", "--save-result", "--result-dir", "/tmp",
-             "--result-filename", "r.json"]  # fmt: skip
-    script = (f"echo {shlex.quote(data)} > /tmp/prompts.json"
-              f" && {shlex.join(bench)} >&2 && echo {MARK} && cat /tmp/r.json")  # fmt: skip
+             "--dataset-path", str(dataset), "--disable-shuffle",
+             "--sharegpt-output-len", spec["output_tokens"], "--num-prompts", spec["requests"],
+             "--max-concurrency", spec["level"], "--ignore-eos", "--disable-tqdm",
+             "--num-warmups", "0", "--ready-check-timeout-sec", "0", "--save-result",
+             "--save-detailed",
+             "--result-dir", str(dataset.parent), "--result-filename", result]  # fmt: skip
     model = plan.model.path
-    docker = ["docker", "run", "--rm", "--network", "host", "--entrypoint=", "-v",
-              f"{model}:{model}:ro", plan.image.ref, "sh", "-c", script]  # fmt: skip
-    done = lab.ssh(plan.nodes[-1].name, [shlex.join(docker)], timeout=900)
-    if MARK not in done.stdout:
-        sys.exit(f"vllm bench serve failed:\n{done.stderr[-3000:]}")
-    r = json.loads(done.stdout.split(MARK, 1)[1])
-    return {"tok_s": r["output_throughput"], "ttft_ms": r["median_ttft_ms"],
-            "tpot_ms": r["median_tpot_ms"], "tokens": r["total_output_tokens"]}  # fmt: skip
+    options = ["-v", f"{model}:{model}:ro", "-v", f"{dataset.parent}:{dataset.parent}"]
+    _, cpu, load_cpu = in_image(lab, node, plan, VLLM_LOAD_STARTS, list(map(str, bench)), options)
+    r = json.loads((dataset.parent / result).read_text())
+    return Run(r["output_throughput"], r["median_ttft_ms"], r["median_tpot_ms"],
+               r["total_output_tokens"], cpu, load_cpu, tuple(r["start_times"]))  # fmt: skip
 
 
-def median(runs: list[dict[str, float]], key: str) -> float:
-    return statistics.median(r[key] for r in runs)
+def requests_at(level: int, floor: int) -> int:
+    return max(floor, WAVES * level)
+
+
+def write_sharegpt(path: Path, prompts: Sequence[Prompt]) -> None:
+    """The form vLLM's ShareGPTDataset reads: a human turn (the prompt), a gpt turn (its
+    length is overridden by --sharegpt-output-len)."""
+    items = [{"conversations": [{"from": "human", "value": p.text},
+                                {"from": "gpt", "value": "ok"}]} for p in prompts]  # fmt: skip
+    path.write_text(json.dumps(items))
+
+
+@contextmanager
+def served(lab: Lab, plan: Inventory, base: str) -> Iterator[None]:
+    """The plan deployed for the bench's lifetime, unless a server already answers."""
+    if http_get(f"{base}/health", 5).status == 200:
+        yield
+        return
+    launch = plan_launch(plan, f"bench-{secrets.token_hex(3)}")
+    nodes = {n.name: n for n in plan.nodes}
+    engines = {n: lab.engine(n) for n in nodes}
+    with Deployment(launch, nodes, node_io(lab), print, engines=engines) as deployment:
+        deployment.perform()
+        yield
+
+
+def bursts(starts: Sequence[float], gap_s: float = 0.02) -> int:
+    """Groups of request starts closer than GAP_S: at concurrency c, n requests of equal
+    lengths started together stay in n/c waves; a client slow to start the next request
+    spreads them, and the server then batches prefills and decodes differently."""
+    ordered = sorted(starts)
+    return 1 + sum(b - a > gap_s for a, b in itertools.pairwise(ordered))
+
+
+def median(runs: Sequence[Run], key: str) -> float:
+    return statistics.median(getattr(r, key) for r in runs)
+
+
+def verdict(*ratios: float) -> str:
+    return "PASS" if all(abs(r - 1) <= 0.05 for r in ratios) else "DIFF"
+
+
+HEADER = (f"{'level':>5} {'reqs':>5} {'ours tok/s':>10} {'vllm tok/s':>10} {'ratio':>6} "
+          f"{'ours TTFT':>10} {'vllm TTFT':>10} {'ratio':>6} {'ours CPU':>9} {'vllm CPU':>9}  "
+          f"±5 %")  # fmt: skip
+
+
+def report_level(level: int, requests: int, mine: list[Run], theirs: list[Run]) -> bool:
+    a, b = median(mine, "tok_s"), median(theirs, "tok_s")
+    c, d = median(mine, "ttft_ms"), median(theirs, "ttft_ms")
+    e, f = median(mine, "cpu_per_1k"), median(theirs, "cpu_per_1k")
+    word = verdict(a / b, c / d)
+    print(f"{level:>5} {requests:>5} {a:>10.1f} {b:>10.1f} {a / b:>6.3f} {c:>8.1f}ms "
+          f"{d:>8.1f}ms {c / d:>6.3f} {e:>8.3f}s {f:>8.3f}s  {word}", flush=True)  # fmt: skip
+    print(f"{'':>11} runs: tok/s ours {[round(m.tok_s, 1) for m in mine]}, vllm "
+          f"{[round(t.tok_s, 1) for t in theirs]}; TPOT ours {median(mine, 'tpot_ms'):.1f} ms, "
+          f"vllm {median(theirs, 'tpot_ms'):.1f} ms; whole-process CPU ours "
+          f"{median(mine, 'cpu_s'):.1f} s, vllm {median(theirs, 'cpu_s'):.1f} s; start bursts "
+          f"ours {[bursts(m.starts) for m in mine]}, vllm {[bursts(t.starts) for t in theirs]}",
+          flush=True)  # fmt: skip
+    return word == "PASS"
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (`timeout`, a CI cancel) unwinds like Ctrl-C: the deployment is removed."""
+
+    def stop(signum: int, _frame: object) -> NoReturn:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--inventory", default=str(ROOT / "inventories" / "lab.yaml"))
-    ap.add_argument("--levels", default="1,4,16")
-    ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument(
-        "--ours-from",
-        metavar="NODE",
-        help="run our client inside this lab node "
-        "(where vllm bench serve runs: the last node) instead of the controller",
-    )
-    ap.add_argument("--ours-json", help=argparse.SUPPRESS)  # BASE,LEVEL,REQUESTS,MAX_TOKENS
+    ap.add_argument("--levels", default="1,4,16,64")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--input-tokens", type=int, default=128)
+    ap.add_argument("--output-tokens", type=int, default=32)
+    ap.add_argument("--min-requests", type=int, default=16, help="per level (else 4x its c)")
+    ap.add_argument("--ours-json", help=argparse.SUPPRESS)  # our side's run, in the node
     args = ap.parse_args()
-    plan = load_plan(Path(args.inventory))
     if args.ours_json:
-        base, *load = args.ours_json.split(",")
-        print(json.dumps(ours(plan, base, *map(int, load))))
+        ours(json.loads(args.ours_json))
         return 0
-    lab = Lab()
+    stop_on_sigterm()
+    return bench(args, load_plan(Path(args.inventory)))
+
+
+def bench(args: argparse.Namespace, plan: Inventory) -> int:
+    lab, node = Lab(), plan.nodes[-1].name
     base = f"http://{plan.head.address}:{plan.engine.api_port}"
+    levels = [int(x) for x in args.levels.split(",")]
+    counts = {c: requests_at(c, args.min_requests) for c in levels}
+    total = WARMUP + 2 * args.rounds * sum(counts.values())
+    print(f"levels {levels}, requests {list(counts.values())}, {args.rounds} rounds a side, "
+          f"{args.input_tokens} input and {args.output_tokens} output tokens; {total} distinct "
+          f"prompts; both clients on {node}", flush=True)  # fmt: skip
     with ExitStack() as stack:
-        if http_get(f"{base}/health", 5).status != 200:
-            launch = plan_launch(plan, f"bench-{secrets.token_hex(3)}")
-            nodes = {n.name: n for n in plan.nodes}
-            engines = {n: lab.engine(n) for n in nodes}
-            deployment = Deployment(launch, nodes, node_io(lab), print, engines=engines)
-            stack.enter_context(deployment).perform()
-        warm = chat_body(plan.model.served_name, plan.inference.prompt, 8, ignore_eos=True)
-        run_load(f"{base}/v1", CHAT_PATH, [warm] * 2, 1, 300)
-        print(f"{'level':>5} {'ours tok/s':>11} {'vllm tok/s':>11} {'ratio':>6} {'ours TTFT':>10}"
-              f" {'vllm TTFT':>10} {'ratio':>6}  (medians of {args.rounds})")  # fmt: skip
-        for level in (int(x) for x in args.levels.split(",")):
-            mine: list[dict[str, float]] = []
-            theirs: list[dict[str, float]] = []
-            load = (level, args.requests, args.max_tokens)
-            for r in range(args.rounds):
-                for who in ("ours", "vllm") if r % 2 == 0 else ("vllm", "ours"):
-                    if who == "ours":
-                        mine.append(ours_from(lab, args.ours_from, args.inventory, base, *load)
-                                    if args.ours_from else ours(plan, base, *load))  # fmt: skip
-                    else:
-                        theirs.append(vllm_bench(lab, plan, base, *load))
-            a, b = median(mine, "tok_s"), median(theirs, "tok_s")
-            c, d = median(mine, "ttft_ms"), median(theirs, "ttft_ms")
-            print(f"{level:>5} {a:>11.1f} {b:>11.1f} {a / b:>6.3f} {c:>8.1f}ms {d:>8.1f}ms "
-                  f"{c / d:>6.3f}", flush=True)  # fmt: skip
-            print(f"      runs: ours {[round(m['tok_s'], 1) for m in mine]} tok/s, "
-                  f"vllm {[round(t['tok_s'], 1) for t in theirs]} tok/s; TPOT ours "
-                  f"{median(mine, 'tpot_ms'):.1f} ms, vllm {median(theirs, 'tpot_ms'):.1f} ms",
-                  flush=True)  # fmt: skip
-    return 0
+        stack.enter_context(served(lab, plan, base))
+        data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="infergate-bench-")))
+        prompts = iter(build_prompts(base, plan.model.served_name, total, args.input_tokens,
+                                     args.output_tokens, 0.0, SEED))  # fmt: skip
+        warm = chat_bodies([next(prompts) for _ in range(WARMUP)], plan.model.served_name)
+        run_load(f"{base}/v1", CHAT_PATH, warm, WARMUP, REQUEST_S)
+        print(HEADER + f"  (medians of {args.rounds}; CPU: seconds per 1,000 output tokens)")
+        passed = [level_rounds(lab, node, args, plan, data, prompts, c, counts[c])
+                  for c in levels]  # fmt: skip
+    print("PASS: both agree within ±5 % at every level" if all(passed) else "not within ±5 %")
+    return 0 if all(passed) else 1
+
+
+def level_rounds(
+    lab: Lab,
+    node: str,
+    args: argparse.Namespace,
+    plan: Inventory,
+    data: Path,
+    prompts: Iterator[Prompt],
+    level: int,
+    requests: int,
+) -> bool:
+    mine: list[Run] = []
+    theirs: list[Run] = []
+    base = f"http://{plan.head.address}:{plan.engine.api_port}"
+    for r in range(args.rounds):
+        for who in ("ours", "vllm") if r % 2 == 0 else ("vllm", "ours"):
+            dataset = data / f"c{level}-r{r}-{who}.json"
+            write_sharegpt(dataset, [next(prompts) for _ in range(requests)])
+            spec: dict[str, str | int] = {
+                "base": base, "model": plan.model.served_name, "dataset": str(dataset),
+                "level": level, "requests": requests, "output_tokens": args.output_tokens,
+            }  # fmt: skip
+            if who == "ours":
+                mine.append(run_ours(lab, node, plan, spec))
+            else:
+                theirs.append(run_vllm(lab, node, plan, spec))
+    return report_level(level, requests, mine, theirs)
 
 
 if __name__ == "__main__":
