@@ -33,9 +33,12 @@ class SuiteRun:
 
 
 def run_suite(pytester: pytest.Pytester, *args: str, inventory: Path | None = None) -> SuiteRun:
-    """`pytest ARGS` from the project root's config, as an operator would run it."""
+    """`pytest ARGS` from the project root's config, as an operator would run it; its
+    reports go to the test's own folder unless ARGS name one (not into the checkout)."""
     junit = pytester.path / "junit.xml"
     inv = ["--inventory", str(inventory)] if inventory else []
+    if not any(a.startswith("--report-dir") for a in args):
+        inv += ["--report-dir", str(pytester.path / "reports")]
     result = pytester.runpytest_subprocess(
         "-c",
         str(ROOT / "pytest.ini"),

@@ -327,6 +327,7 @@ def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
         run = pytester.runpytest_subprocess(
             "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
             f"--inventory={plan}", "-m", "preflight", "--lock-wait", "0", *xdist, *PHASE_DIRS,
+            "--report-dir", str(pytester.path / "reports"),
         )  # fmt: skip
     finally:
         other.stdin.close()
@@ -351,6 +352,7 @@ def test_a_head_ssh_cannot_reach_is_left_to_the_ssh_tests(pytester, tmp_path):
     run = pytester.runpytest_subprocess(
         "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
         f"--inventory={path}", "-m", "preflight", "-k", "ssh", "--lock-wait", "0", *PHASE_DIRS,
+        "--report-dir", str(tmp_path / "reports"),
     )  # fmt: skip
     said = run.stdout.str()
     assert "infergate: cluster lock not taken: node1 (127.0.0.1) is unreachable over SSH" in said
