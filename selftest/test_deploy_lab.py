@@ -98,7 +98,9 @@ def test_healthy_launch_serves_then_leaves_only_what_it_found(engine_lab, pytest
     assert run_containers(engine_lab) == {}
     assert foreign_running(engine_lab), "the run stopped a container it did not start"
     report = pytester.path / "report"
-    assert (report / "report.html").read_text().count("data:image/png;base64,") == 2
+    # tok/s and TTFT against concurrency, latency-throughput, the TTFT and ITL distributions,
+    # tok/s over time, the engine's /metrics: a missing one says its data was not there
+    assert (report / "report.html").read_text().count("data:image/png;base64,") == 7
     assert (report / "evidence" / "node2" / "container.log").stat().st_size > 0
 
 
