@@ -303,11 +303,14 @@ def test_progress_says_done_of_total_and_tokens_then_the_end():
     failed = client.StreamRecord(500, "HTTP 500", 0.0, (), 0.1, "", "", None, None, "")
     progress.on_done(ok)
     progress.on_done(failed)
+    progress.on_done(ok)  # the last: the level's end says it, once
     progress.finish()
     assert lines[0].startswith("c=2: 1/3 done, ")
     assert lines[0].endswith(" tok/s so far")
     assert lines[1].startswith("c=2: 2/3 done, 1 failed, ")
-    assert lines[-1].endswith("(level done)")
+    assert len(lines) == 3
+    assert lines[2].startswith("c=2: 3/3 done, 1 failed, ")
+    assert lines[2].endswith("(level done)")
 
 
 def test_progress_is_quiet_between_its_lines():

@@ -29,7 +29,7 @@ class Progress:
             self.failed += not record.ok
             self.tokens += record.completion_tokens or 0
             now = time.perf_counter()
-            if now - self.said >= self.every_s:
+            if now - self.said >= self.every_s and self.done != self.total:  # finish says it
                 self.said = now
                 self.say(self.line(now))
 
