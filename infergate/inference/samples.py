@@ -4,11 +4,11 @@ engine's own /metrics said while the load ran."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from infergate.inference.client import StreamRecord
+from infergate.inference.metrics import request_timing
 
 
 @dataclass(frozen=True)
@@ -33,17 +33,18 @@ class EngineSample:
 
 
 def level_samples(label: str, records: Sequence[StreamRecord], began_s: float) -> LevelSamples:
-    """The samples of one level's completed requests; `began_s` is the level's start on the
-    records' clock (time.perf_counter())."""
-    done = [r for r in records if r.ok and r.ttft_s is not None]
+    """The samples of one level's completed requests, from the figures metrics reads off
+    each (request_timing); `began_s` is the level's start on the records' clock
+    (time.perf_counter())."""
+    done = [(r, t) for r in records if (t := request_timing(r)) is not None]
     arrivals = sorted(
-        (t - began_s, (r.completion_tokens or r.content_chunks) / r.content_chunks)
-        for r in done
-        for t in r.content_times
+        (at - began_s, t.output_tokens / t.content_chunks)
+        for r, t in done
+        for at in r.content_times
     )
     return LevelSamples(
         label=label,
-        ttft_ms=tuple((r.ttft_s or 0.0) * 1000 for r in done),
-        itl_ms=tuple((b - a) * 1000 for r in done for a, b in itertools.pairwise(r.content_times)),
+        ttft_ms=tuple(t.ttft_s * 1000 for _, t in done),
+        itl_ms=tuple(gap * 1000 for _, t in done for gap in t.itls_s),
         output_tokens_at=tuple(arrivals),
     )
