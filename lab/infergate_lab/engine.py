@@ -13,7 +13,7 @@ import shlex
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -92,16 +92,18 @@ def serving_alone(
     port: int = SMOKE_PORT,
     name: str = SMOKE_CONTAINER,
     image: str = IMAGE,
+    options: Sequence[str] = (),
 ) -> Iterator[str]:
     """SmolLM2 served by one `vllm serve` on the node, outside any suite run (no run label):
-    yields its base URL once /health answers; removed on leaving."""
+    yields its base URL once /health answers; removed on leaving. OPTIONS: more `docker run`
+    options (`--cpuset-cpus 0`)."""
     path = f"{L.MODELS_MOUNTPOINT}/{L.SMOLLM2}"
     run = ["docker", "run", "-d", "--name", name, "--network", "host",
            "-v", f"{L.MODELS_MOUNTPOINT}:{L.MODELS_MOUNTPOINT}:ro",
            "-v", "/root/.cache/vllm:/root/.cache/vllm",  # the node's compile cache
            "--shm-size", "1g",  # vLLM's shared-memory queues need 160 MiB; docker gives 64
            "-e", "VLLM_CPU_KVCACHE_SPACE=1",  # GiB; the default would not fit a lab node
-           image, "vllm", "serve", path, "--served-model-name", served,
+           *options, image, "vllm", "serve", path, "--served-model-name", served,
            "--max-model-len", "1024", "--port", str(port)]  # fmt: skip
     lab.node_exec(node, ["docker", "rm", "-f", name], check=False)
     lab.node_exec(node, run)
