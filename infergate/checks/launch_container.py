@@ -37,7 +37,7 @@ def most_in_flight(inference: Inference) -> int:
     concurrency, or POOL_SIZE where the plan has an open-loop level. An open loop's arrivals
     keep coming whether or not earlier requests have finished, so once the engine falls
     behind they pile up to the client's cap, its POOL_SIZE connections
-    (inference.client.run_open_loop), whatever the rate."""
+    (run_open_loop in infergate/inference/client.py), whatever the rate."""
     open_loop = POOL_SIZE if inference.request_rates else 0
     return max(max(inference.concurrency, default=1), open_loop)
 
