@@ -182,7 +182,7 @@ class Thresholds:
     # the engine's own free figure this far below MemAvailable: page cache, drop caches
     page_cache_gap_gib: float = 10.0
     nccl_busbw_min_gbps: float | None = None  # GB/s; a Spark pair with both HCAs: ~18
-    # the engine container's open files, at least (and 4 per request of the top concurrency):
+    # the engine container's open files, at least (and 4 per request the load holds open):
     # vLLM and SGLang raise their soft limit to 65535 themselves, within the hard one
     min_open_files: float = 65536
     rendezvous_timeout_s: float = 60.0

@@ -4,17 +4,24 @@ URL), the same look as the inference report.
 
 preflight.json reads:
 
-    {"schema_version": 1,
+    {"schema_version": 2,
      "meta": {"inventory": "lab", "time": "2026-12-01T10:00:00+0000", "run_id": "...",
               "tool": {"name": "infergate", "version": "0.1.0", "commit": "0163503..."}},
      "nodes": [{"node": "node1", "address": "10.251.0.11",
                 "summary": {"driver": "580.95.05", "usable mem": "22.6 GiB", ...},
                 "memory": {"total": 33554432000, "available": ..., "usable": ...,
                            "needed_gib": 1.5},
+                "model_hash": {"files": 7, "hashed": 2, "hashed_bytes": 1073741824,
+                               "seconds": 3.2, "cache_hits": 5},
                 "checks": [{"check": "test_memory.py::test_memory_available_for_plan",
                             "outcome": "failed", "cluster": false, "detail": "",
                             "problems": [{"found": "...", "planned": "...", "remedy": "..."}]}]}],
      "parity": {"kernel": {"node1": "6.1.0", "node2": "6.1.0"}, ...}}
+
+"model_hash" is what the model's SHA-256 check (checks.model_hash) did on the node: files
+in the model, files hashed this time, the bytes it read for them, its seconds, and the files
+whose digest came from the node's cache; null where that check did not run (schema 2 added
+it).
 
 A check about the nodes together (a parity or balance test) has a cell on every node:
 failed where its problems name the node, or on every node when they name none.
@@ -31,12 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from infergate.checks.memory import GIB
+from infergate.checks.model_hash import GB, MB, ModelHashes
 from infergate.problems import Problem
 from infergate.report_page import CSS, table
 from infergate.secrets import private_dir, write_private
 from infergate.tool_version import ToolVersion, tool_version
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: each node's model_hash
 OUTCOMES = ("passed", "failed", "skipped", "error")
 Matrix = dict[str, dict[str, str]]  # attribute -> node -> value, as checks.parity has it
 
@@ -63,12 +71,29 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class ModelHash:
+    """What hashing the model took on one node (checks.model_hash.ModelHashes' figures)."""
+
+    files: int  # files in the model directory
+    hashed: int  # files hashed this time
+    hashed_bytes: int  # bytes read to hash them
+    seconds: float
+    cache_hits: int  # files whose digest came from the node's cache, unchanged
+
+    @classmethod
+    def of(cls, hashes: ModelHashes) -> ModelHash:
+        return cls(len(hashes.sha256), hashes.hashed, hashes.hashed_bytes, hashes.seconds,
+                   hashes.cache_hits)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class NodeReport:
     node: str
     address: str
     summary: Mapping[str, str] = field(default_factory=dict)  # checks.summary.summary_row
     memory: Memory | None = None
     checks: tuple[Cell, ...] = ()
+    model_hash: ModelHash | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +171,8 @@ def _node(data: dict[str, Any]) -> NodeReport:
         Cell(**{**c, "problems": tuple(Problem(**p) for p in c["problems"])})
         for c in data["checks"]
     )
-    return NodeReport(data["node"], data["address"], data["summary"], memory, checks)
+    model_hash = ModelHash(**data["model_hash"]) if data["model_hash"] else None
+    return NodeReport(data["node"], data["address"], data["summary"], memory, checks, model_hash)
 
 
 # --- HTML ---------------------------------------------------------------------------------
@@ -174,6 +200,7 @@ def render_html(report: Preflight) -> str:
         "<h2>Memory available against the plan's need</h2>",
         _memory_bars(report.nodes),
         _parity(report.parity, [n.node for n in report.nodes]),
+        _model_hash(report.nodes),
         "<h2>Nodes</h2>",
         _summary(report.nodes),
         "</body></html>\n",
@@ -259,6 +286,22 @@ def _parity(matrix: Matrix, nodes: list[str]) -> str:
         label = f"<span class=fail>{html.escape(attr)}</span>" if odd else html.escape(attr)
         rows.append([label, *values])
     return "<h2>Parity: the same on every node</h2>" + table(["", *nodes], rows, "text")
+
+
+def _model_hash(nodes: Sequence[NodeReport]) -> str:
+    """A row a node whose model was hashed: what it read, how fast, what the cache spared."""
+    known = [n for n in nodes if n.model_hash is not None]
+    if not known:
+        return ""
+    header = ["node", "files", "hashed", "from the cache", "GB read", "seconds", "MB/s"]
+    rows = []
+    for n in known:
+        h = n.model_hash
+        assert h is not None  # known holds the nodes whose model was hashed
+        rate = f"{h.hashed_bytes / MB / h.seconds:.0f}" if h.seconds else "&ndash;"
+        rows.append([html.escape(n.node), str(h.files), str(h.hashed), str(h.cache_hits),
+                     f"{h.hashed_bytes / GB:.2f}", f"{h.seconds:.1f}", rate])  # fmt: skip
+    return "<h2>Model hash on each node</h2>" + table(header, rows)
 
 
 def _summary(nodes: Sequence[NodeReport]) -> str:

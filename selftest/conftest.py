@@ -7,23 +7,27 @@ from collections.abc import Iterator
 
 import pytest
 
+from infergate.fixtures.progress import print_now
 from infergate_lab import Lab
 from infergate_lab.engine import LabEngine, ensure_engine
+from selftest.lab_guard import LOCK, lab_guard
 
 
 @pytest.fixture(scope="session")
-def lab() -> Iterator[Lab]:
+def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
     """A 2-node lab (made if missing, kept if there); removed, and proven gone, at the end
-    (INFERGATE_KEEP_LAB=1 keeps it, for the next run of a developer's edit-test loop)."""
+    (INFERGATE_KEEP_LAB=1 keeps it, for the next run of a developer's edit-test loop).
+    One run at a time has it: a second waits for the first's end (selftest.lab_guard)."""
     if os.geteuid() != 0:
         pytest.skip("the lab makes namespaces, cgroups and mounts: it needs root")
-    handle = Lab()
-    handle.up(2)
-    yield handle
-    if os.environ.get("INFERGATE_KEEP_LAB") == "1":
-        return
-    handle.down()
-    assert handle.leftovers() == [], "`down` left lab things on the machine"
+    with lab_guard(LOCK, lambda line: print_now(pytestconfig, line)):
+        handle = Lab()
+        handle.up(2)
+        yield handle
+        if os.environ.get("INFERGATE_KEEP_LAB") == "1":
+            return
+        handle.down()
+        assert handle.leftovers() == [], "`down` left lab things on the machine"
 
 
 @pytest.fixture

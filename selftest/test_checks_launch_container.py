@@ -21,10 +21,14 @@ from infergate.checks.launch_container import (
     check_chat_template,
     check_locked_memory,
     check_open_files,
+    most_in_flight,
 )
 from infergate.checks.probe import parse_sections
 from infergate.docker_cli import ContainerSpec
+from infergate.http_session import POOL_SIZE
+from infergate.inventory import Inference, parse_inventory
 from selftest.test_checks_inimage import lookup
+from selftest.test_preflight_report import PLAN
 
 LAB = Path(__file__).parent / "data" / "lab"
 DEVICE = Path(__file__).parent / "data" / "h200-device"
@@ -49,7 +53,7 @@ NOBODY_ENV = {"HOME": "/nonexistent", "PATH": "/usr/bin:/bin"}
 def test_a_low_open_files_limit_is_named_with_the_flag_that_raises_it():
     fact = container_fact("prlimit", "--nofile=1024:1024")
     assert fact["limits"]["nofile"] == [1024, 1024]
-    (problem,) = check_open_files(fact, concurrency=16, floor=FLOOR)
+    (problem,) = check_open_files(fact, in_flight=16, floor=FLOOR)
     assert problem.found.startswith("open files 1024 soft, 1024 hard in the launch's container")
     assert problem.planned.startswith("at least 65536")
     assert "--ulimit nofile=1048576:1048576" in problem.remedy
@@ -63,16 +67,33 @@ def test_a_soft_limit_the_engine_raises_itself_counts_up_to_the_hard_one():
     (problem,) = check_open_files(fact, 16, floor=FLOOR)
     assert "(the engine raises its soft limit to at most 20000)" in problem.found
     assert problem.planned == (
-        "at least 65536 (thresholds.min_open_files 65536, or 4 x the highest "
-        "inference.concurrency 16)"
+        "at least 65536 (thresholds.min_open_files 65536, or 4 x 16 requests in flight: the "
+        "highest inference.concurrency, or 256 where inference.request_rates plans an "
+        "open-loop level)"
     )
+
+
+def test_an_open_loop_plan_needs_files_for_the_clients_whole_pool():
+    """A plan with only request_rates holds up to POOL_SIZE requests in flight (arrivals pile
+    up while the engine falls behind): 4 x 256 files, more than a limit of 1000 gives, where
+    the closed loop at the same floor passes."""
+    rates_only = parse_inventory({**PLAN, "inference": {"concurrency": [],
+                                                        "request_rates": [0.5]}})  # fmt: skip
+    assert rates_only.inference.concurrency == ()
+    assert most_in_flight(rates_only.inference) == POOL_SIZE == 256
+    assert most_in_flight(Inference(concurrency=(1, 4))) == 4
+    assert most_in_flight(Inference(concurrency=(512,), request_rates=(2.0,))) == 512
+    fact = container_fact("prlimit", "--nofile=1000:1000")
+    assert check_open_files(fact, most_in_flight(Inference(concurrency=(4,))), floor=512) == []
+    (problem,) = check_open_files(fact, most_in_flight(rates_only.inference), floor=512)
+    assert problem.planned.startswith("at least 1024 (thresholds.min_open_files 512, or 4 x 256")
 
 
 def test_the_labs_launch_container_passes_but_its_bounded_memlock_would_not_serve_hcas():
     healthy = recorded("inimage-container-healthy.txt", "container")
-    assert check_open_files(healthy, concurrency=16, floor=LAB_FLOOR) == []
+    assert check_open_files(healthy, in_flight=16, floor=LAB_FLOOR) == []
     assert check_caches_writable(healthy) == []
-    (problem,) = check_open_files(healthy, concurrency=300_000, floor=LAB_FLOOR)
+    (problem,) = check_open_files(healthy, in_flight=300_000, floor=LAB_FLOOR)
     assert "planned at least 1200000" in f"planned {problem.planned}"
     (problem,) = check_locked_memory(healthy)  # the lab plans no HCAs: its dockerd's limit
     assert problem.found == "locked memory 8192 KiB soft, 8192 KiB hard in the launch's container"

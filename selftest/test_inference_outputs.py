@@ -139,7 +139,19 @@ def test_open_loop_level_is_named_by_its_rate(tmp_path: Path) -> None:
     saved = json.loads(outputs.LevelWriter(tmp_path, "tiny", "d").write(s, LEVEL).read_text())
     assert (saved["request_rate"], saved["max_concurrency"]) == (2.5, None)
     assert saved["request_goodput"] is None  # no --goodput
-    assert saved["queue_times"] == [0.0] * 4
+
+
+def test_queue_times_count_from_each_requests_arrival() -> None:
+    """vLLM 0.32.0's client_queue_time: the send less the arrival; a closed loop's requests
+    all arrive at the level's start, an open loop's at their planned times."""
+    starts = [1.0, 1.0, 1.5, 2.25]
+    closed = [replace(r, start_s=t) for r, t in zip(LEVEL, starts, strict=True)]
+    assert outputs.queue_times(closed) == [0.0, 0.0, 0.5, 1.25]
+    arrivals = [1.0, 0.75, 1.5, 2.0]
+    opened = [replace(r, arrival_s=a) for r, a in zip(closed, arrivals, strict=True)]
+    assert outputs.queue_times(opened) == [0.0, 0.25, 0.0, 0.25]
+    s = metrics.summarize_records(opened, 2.0, 0, request_rate=2.5)
+    assert outputs.vllm_result(s, opened, model="m", date="d")["queue_times"] == [0, 0.25, 0, 0.25]
 
 
 def test_requests_jsonl_has_a_line_per_request_and_never_the_key(tmp_path: Path) -> None:

@@ -24,13 +24,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.inference import client, workload
+from infergate import http_session
+from infergate.inference import client, outputs, workload
 from infergate.inference.progress import Progress
 from infergate.inference.workload import Level, Prompt, WorkloadError
 from infergate.inventory import Inference
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import PHASE_DIRS, ROOT
-from selftest.test_inference_lib import BODY, SseServer, base
+from selftest.test_inference_lib import BODY, Handler, SseServer, base
 from selftest.test_inference_lib import server as server  # the SSE server fixture
 
 # --- a tokenizer server -------------------------------------------------------------------
@@ -292,6 +293,35 @@ def test_an_open_loop_level_sends_every_body_at_its_arrivals(server: SseServer):
     assert len(done) == 6
     starts = [r.start_s for r in run.records]
     assert starts == sorted(starts)  # sent in arrival order
+    arrivals = [r.arrival_s for r in run.records]
+    assert None not in arrivals
+    gaps = list(itertools.islice(client.arrival_gaps(40.0, seed=1), 6))[1:]
+    assert [b - a for a, b in itertools.pairwise(arrivals)] == pytest.approx(gaps)
+
+
+class WideSseServer(SseServer):
+    request_queue_size = 2 * http_session.POOL_SIZE  # all the pool's connects at once
+
+
+def test_an_arrival_past_the_pool_waits_and_its_queue_time_says_so():
+    """POOL_SIZE requests in flight (each 0.3 s), then two more arrive within the same
+    milliseconds: they can only start when one of the first ends, and their queue time in
+    the vLLM form is that wait, counted from their planned arrival."""
+    count = http_session.POOL_SIZE + 2
+    httpd = WideSseServer(("127.0.0.1", 0), Handler)
+    httpd.requests = []
+    with serving(httpd):
+        run = client.run_open_loop(base(httpd), "/chat/completions", [BODY] * count, 10_000.0,
+                                   30.0, seed=2)  # fmt: skip
+    assert [r.error for r in run.records if not r.ok] == []
+    waits = outputs.queue_times(run.records)
+    assert all(r.arrival_s is not None and r.start_s >= r.arrival_s for r in run.records)
+    first_end = min(r.end_s for r in run.records[: http_session.POOL_SIZE])
+    late = run.records[http_session.POOL_SIZE :]
+    assert all(r.start_s >= first_end for r in late)  # a slot freed first
+    for wait, r in zip(waits[-2:], late, strict=True):
+        assert r.arrival_s is not None
+        assert wait == r.start_s - r.arrival_s >= first_end - r.arrival_s > 0
 
 
 def test_progress_says_done_of_total_and_tokens_then_the_end():

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import stat
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,6 +24,7 @@ from infergate.preflight_report import (
     CheckSeen,
     Memory,
     Meta,
+    ModelHash,
     NodeReport,
     Preflight,
     cells,
@@ -87,10 +89,11 @@ class Run:
     output: str
 
 
-def run_preflight(pytester: pytest.Pytester, *args: str) -> Run:
-    """The memory checks, the leaky check and the summary row's probe, on the tiny plan."""
+def run_preflight(pytester: pytest.Pytester, *args: str, plan_doc: dict[str, Any] = PLAN) -> Run:
+    """The memory checks, the leaky check and the summary row's probe (and ARGS' tests), on
+    the tiny plan."""
     plan = pytester.path / "plan.yaml"
-    plan.write_text(yaml.safe_dump(PLAN))
+    plan.write_text(yaml.safe_dump(plan_doc))
     leaky = pytester.makepyfile(test_leak_plan=LEAKY)
     junit, out = pytester.path / "junit.xml", pytester.path / "reports"
     result = pytester.runpytest_subprocess(
@@ -123,6 +126,25 @@ def test_a_preflight_run_writes_its_report(pytester: pytest.Pytester, workers: l
     assert run.report.meta.inventory == "tiny"
     assert run.report.parity == {"env HF_TOKEN": {"n1": HIDDEN, "n2": HIDDEN}}
     assert "infergate: per-node summary" in run.output  # the terminal's table still reads them
+
+
+def test_each_nodes_model_hash_figures_reach_the_report(pytester: pytest.Pytester) -> None:
+    """A full hash of a two-file model on both nodes: each node's files, bytes and cache hits
+    in preflight.json, and a row a node on the page."""
+    model = pytester.path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"w" * 300_000)
+    plan = {**PLAN, "model": {"path": str(model), "served_name": "tiny"}}
+    check = str(ROOT / "tests_preflight/test_model.py::test_model_content_identical_on_every_node")
+    run = run_preflight(pytester, "--model-hash=full", check, plan_doc=plan)
+    for node in run.report.nodes:
+        assert node.model_hash is not None, node.node
+        assert node.model_hash.files == node.model_hash.hashed == 2
+        assert node.model_hash.hashed_bytes == 300_002
+        assert node.model_hash.cache_hits == 0
+    page = run.html_path.read_text()
+    assert page.count("<td>2</td><td>2</td><td>0</td><td>0.00</td>") == 2, page
 
 
 def test_no_secret_reaches_the_report_or_junit(pytester: pytest.Pytester) -> None:
@@ -170,7 +192,9 @@ def report() -> Preflight:
               Cell(BALANCE_CHECK, "skipped", detail="one node", cluster=True))  # fmt: skip
     memory = Memory(total=64 * 1024**3, available=13 * 1024**3, usable=12 * 1024**3,
                     needed_gib=30.0)  # fmt: skip
-    node = NodeReport("n1", "10.0.0.1", {"node": "n1", "driver": "580.95"}, memory, checks)
+    hashed = ModelHash(files=7, hashed=2, hashed_bytes=3 * 10**9, seconds=2.0, cache_hits=5)
+    node = NodeReport("n1", "10.0.0.1", {"node": "n1", "driver": "580.95"}, memory, checks,
+                      hashed)  # fmt: skip
     meta = Meta("lab", "2026-12-01T10:00:00+0000", "run1", ToolVersion("infergate", "0.1.0", None))
     return Preflight(meta, (node,), {"kernel": {"n1": "6.1.0"}})
 
@@ -184,9 +208,24 @@ def test_the_json_reads_back_as_written(tmp_path: Path) -> None:
 def test_a_report_of_another_schema_is_refused_naming_both(tmp_path: Path) -> None:
     json_path, _ = write_preflight(tmp_path, report())
     data = json.loads(json_path.read_text())
-    json_path.write_text(json.dumps({**data, "schema_version": 2}))
-    with pytest.raises(ValueError, match="schema_version 2, this infergate reads 1"):
+    json_path.write_text(json.dumps({**data, "schema_version": 1}))  # before model_hash
+    with pytest.raises(ValueError, match="schema_version 1, this infergate reads 2"):
         read_preflight(json_path)
+
+
+def test_the_json_keeps_each_nodes_model_hash_under_its_key(tmp_path: Path) -> None:
+    json_path, _ = write_preflight(tmp_path, report())
+    (node,) = json.loads(json_path.read_text())["nodes"]
+    assert node["model_hash"] == {"files": 7, "hashed": 2, "hashed_bytes": 3 * 10**9,
+                                  "seconds": 2.0, "cache_hits": 5}  # fmt: skip
+
+
+def test_the_page_has_a_model_hash_row_a_node_only_where_one_was_hashed() -> None:
+    page = render_html(report())
+    assert "<h2>Model hash on each node</h2>" in page
+    assert "<td>n1</td><td>7</td><td>2</td><td>5</td><td>3.00</td><td>2.0</td><td>1500</td>" in page
+    unhashed = replace(report(), nodes=(replace(report().nodes[0], model_hash=None),))
+    assert "Model hash" not in render_html(unhashed)
 
 
 def test_a_failed_check_is_a_red_cell_with_its_remedy() -> None:

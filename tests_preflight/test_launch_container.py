@@ -9,6 +9,7 @@ from infergate.checks.launch_container import (
     check_chat_template,
     check_locked_memory,
     check_open_files,
+    most_in_flight,
 )
 from infergate.fixtures.report import fail_on
 
@@ -25,10 +26,10 @@ def test_chat_template_renders_in_image(image_facts, node):
 
 def test_launch_container_open_files(image_facts, node, inventory):
     """The launch's container (engine.docker_args included) lets the engine open at least
-    max(thresholds.min_open_files, 4 x the highest inference.concurrency) files."""
-    concurrency = max(inventory.inference.concurrency, default=1)
+    max(thresholds.min_open_files, 4 x the most requests the load holds in flight) files."""
+    in_flight = most_in_flight(inventory.inference)
     floor = inventory.thresholds.min_open_files
-    fail_on(node, check_open_files(image_facts.part("container"), concurrency, floor))
+    fail_on(node, check_open_files(image_facts.part("container"), in_flight, floor))
 
 
 def test_launch_container_locked_memory_unlimited(image_facts, node):

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infergate.inventory import plan_key
+from infergate.http_session import POOL_SIZE
+from infergate.inventory import Inference, plan_key
 from infergate.problems import Problem
 
 FLOOR_KEY = plan_key("thresholds.min_open_files")
@@ -31,14 +32,24 @@ def _effective(soft: int, hard: int) -> int:
     return max(soft, ceiling)
 
 
-def check_open_files(container: dict[str, Any], concurrency: int, floor: float) -> list[Problem]:
-    """The container's open-files limit, as the engine raises it, covers the planned
-    concurrency: at least max(FLOOR (thresholds.min_open_files, 65536 by default), 4 x the
-    highest inference.concurrency)."""
+def most_in_flight(inference: Inference) -> int:
+    """The most requests the plan's load can hold open at once: the highest closed-loop
+    concurrency, or POOL_SIZE where the plan has an open-loop level. An open loop's arrivals
+    keep coming whether or not earlier requests have finished, so once the engine falls
+    behind they pile up to the client's cap, its POOL_SIZE connections
+    (run_open_loop in infergate/inference/client.py), whatever the rate."""
+    open_loop = POOL_SIZE if inference.request_rates else 0
+    return max(max(inference.concurrency, default=1), open_loop)
+
+
+def check_open_files(container: dict[str, Any], in_flight: int, floor: float) -> list[Problem]:
+    """The container's open-files limit, as the engine raises it, covers the planned load:
+    at least max(FLOOR (thresholds.min_open_files, 65536 by default), 4 x the most requests
+    in flight, most_in_flight)."""
     if "error" in container:
         return [_unread(container)]
     soft, hard = container["limits"]["nofile"]
-    needed = max(int(floor), FDS_PER_REQUEST * concurrency)
+    needed = max(int(floor), FDS_PER_REQUEST * in_flight)
     got = _effective(soft, hard)
     if got == UNLIMITED or got + 1 >= needed:  # the engines' own 65535 meets the 65536 floor
         return []
@@ -47,8 +58,9 @@ def check_open_files(container: dict[str, Any], concurrency: int, floor: float) 
         Problem(
             found=f"open files {soft} soft, {hard} hard in the launch's container (the engine "
             f"raises its soft limit to at most {got})",
-            planned=f"at least {needed} ({FLOOR_KEY} {floor:g}, or {FDS_PER_REQUEST} x the "
-            f"highest inference.concurrency {concurrency})",
+            planned=f"at least {needed} ({FLOOR_KEY} {floor:g}, or {FDS_PER_REQUEST} x "
+            f"{in_flight} requests in flight: the highest inference.concurrency, or "
+            f"{POOL_SIZE} where inference.request_rates plans an open-loop level)",
             remedy=f"add `--ulimit nofile={value}:{value}` to engine.docker_args, or remove "
             "the --ulimit nofile there that lowers it (dockerd's default-ulimits in "
             "/etc/docker/daemon.json sets it for every container)",

@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from requests import Response, Session
 
@@ -39,6 +40,7 @@ class StreamRecord:
     finish_reason: str | None
     usage: Mapping[str, object] | None  # the last `usage` seen: the final chunk's
     raw: str  # the response body as received, for framing checks
+    arrival_s: float | None = None  # an open loop's planned arrival; None in a closed loop
 
     @property
     def ok(self) -> bool:
@@ -319,7 +321,8 @@ def run_open_loop(
     have finished: every body once, or, with `duration_s`, arrivals until then (the bodies
     in turn); those in flight then finish and count. At most POOL_SIZE are in flight (the
     endpoint's connections): an arrival past that waits for one, as vLLM's
-    `--max-concurrency` holds it."""
+    `--max-concurrency` holds it. Each record keeps its planned arrival, from which its
+    wait is counted (outputs' queue_times)."""
     send = _sender(base_url, path, timeout_s, api_key, ca_bundle, on_done)
     start = time.perf_counter()
     feed = _Feed(bodies, None if duration_s is None else start + duration_s)
@@ -331,9 +334,13 @@ def run_open_loop(
             time.sleep(max(0.0, due - time.perf_counter()))
             if (item := feed.next()) is None:
                 break
-            futures.append(pool.submit(send, item[1]))
+            futures.append(pool.submit(send, item[1], due))
         records = tuple(f.result() for f in futures)
     return LoadRun(0, records, time.perf_counter() - start, rate=rate, repeated=feed.repeated)
+
+
+class _Send(Protocol):
+    def __call__(self, body: Body, arrival_s: float | None = None) -> StreamRecord: ...
 
 
 def _sender(
@@ -343,9 +350,11 @@ def _sender(
     api_key: str | None,
     ca_bundle: str | None,
     on_done: OnDone | None,
-) -> Callable[[Body], StreamRecord]:
-    def send(body: Body) -> StreamRecord:
+) -> _Send:
+    def send(body: Body, arrival_s: float | None = None) -> StreamRecord:
         record = stream_completion(base_url, path, body, timeout_s, api_key, ca_bundle)
+        if arrival_s is not None:
+            record = replace(record, arrival_s=arrival_s)
         if on_done is not None:
             on_done(record)
         return record

@@ -7,10 +7,14 @@ vllm/benchmarks/serve.py: `benchmark()`'s `result` dict and `main_async()`'s `re
 (https://github.com/vllm-project/vllm/blob/main/vllm/benchmarks/serve.py), as written by
 `vllm bench serve --backend openai-chat --save-result --save-detailed --percentile-metrics
 ttft,tpot,itl,e2el --metric-percentiles 90,95,99 [--goodput ...]`: the same keys in the same
-order, per-request lists in seconds, figures in ms. Where a key has no counterpart here:
-`queue_times` is each request's wait for a free slot of a closed-loop level (its start less
-the level's first start, as vLLM's requests all arrive at once under `--request-rate inf`),
-and 0 in an open-loop level, whose requests are sent when they arrive; `rtfx` (audio) is 0.
+order, per-request lists in seconds, figures in ms. `queue_times` is vLLM's
+`client_queue_time`, a request's send (its `start_time`) less its arrival
+(`request_arrival_time`, taken as `get_request` hands the request over): the wait for a free
+slot. A closed-loop level's requests all arrive at its start, as vLLM's do under
+`--request-rate inf`; an open-loop request arrives at its planned Poisson time
+(StreamRecord.arrival_s), where vLLM stamps it after sleeping until that time (the same,
+unless the sender falls behind, and then that lag is waiting too). The key with no
+counterpart here: `rtfx` (audio) is 0.
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ def vllm_result(
         "itls": [list(t.itls_s) if t else [] for t in timings],
         "latencies": [t.latency_s if t else 0.0 for t in timings],
         "start_times": [r.start_s for r in records],
-        "queue_times": _queue_times(summary, records),
+        "queue_times": queue_times(records),
         "generated_texts": [r.text for r in records],
         "errors": ["" if r.ok else failure(r) for r in records],
         "max_output_tokens_per_s": peak_output_tokens_per_s(ok),
@@ -80,10 +84,11 @@ def vllm_result(
     }
 
 
-def _queue_times(summary: LevelSummary, records: Sequence[StreamRecord]) -> list[float]:
+def queue_times(records: Sequence[StreamRecord]) -> list[float]:
+    """Each request's wait between its arrival and its send, in seconds (the module's
+    docstring says which arrival)."""
     first = min((r.start_s for r in records), default=0.0)
-    closed = summary.request_rate is None
-    return [r.start_s - first if closed else 0.0 for r in records]
+    return [r.start_s - (first if r.arrival_s is None else r.arrival_s) for r in records]
 
 
 def _figures(summary: LevelSummary) -> dict[str, float]:
