@@ -1,6 +1,7 @@
-"""The node's hashing script reads files in parallel and ahead of the hash: its digests are
-hashlib's of the whole file whatever the sizes, and a file it cannot read stops it with the
-very error reading that file raises (the node's real script on this machine's files)."""
+"""The node's hashing script hashes files in parallel, a read buffer per worker for every
+file it takes: its digests are hashlib's of the whole file whatever the sizes, and a file it
+cannot read stops it with the very error reading that file raises (the node's real script on
+this machine's files)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCAL = dataclasses.replace(load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0],
                             ssh=Ssh(connection="local"))  # fmt: skip
 # around the script's reads: none, a part of one, one exactly, one and a byte, several and a
-# part; more files than this machine has cores, so the pool hands files to busy workers
+# part; more files than workers, so a worker's buffer serves several files
 SIZES = {
     "config.json": 0,
     "tokenizer.json": 1,
@@ -70,7 +71,7 @@ def _error_of(path: Path) -> str:
 @pytest.mark.parametrize("kind", ["cannot be opened", "cannot be read"])
 def test_an_unreadable_file_stops_the_hash_with_its_own_error(model: Path, kind: str) -> None:
     """A socket cannot be opened (ENXIO, root or not); /proc/self/mem opens, and its first
-    read fails (EIO): in the reader thread, whose error the hashing thread raises."""
+    read fails (EIO): in a worker thread, whose error the script raises."""
     bad = model / "b" / "model-00007-of-00007.safetensors"
     if kind == "cannot be opened":
         listening = socket.socket(socket.AF_UNIX)

@@ -6,8 +6,8 @@ mtime, ctime, inode): an unchanged model re-checks in about no time and writes n
 a byte rewritten in place is still caught, because restoring the mtime (`touch -d`) moves
 the ctime. `full` ignores the cache. Prune: `rm -rf ~/.cache/infergate/sha256`.
 
-Files hash in parallel, one per usable core, largest first, each read by a thread of its own
-a few buffers ahead of its hash. SHA-256 is one sequential chain per file, so one file hashes
+Files hash in parallel, two per usable core, largest first, the kernel reading each ahead of
+its hash. SHA-256 is one sequential chain per file, so one file hashes
 at one core's rate at most: a model of one huge file is bounded by it, whatever the cores.
 
 While it hashes, the script says how far it is on stderr, one JSON line every few seconds
@@ -21,7 +21,7 @@ import shlex
 from dataclasses import dataclass
 
 _HASH = r"""
-import hashlib, json, os, queue, stat, sys, threading, time
+import hashlib, json, os, stat, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 root, mode, every_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
 cache_dir = os.path.expanduser("~/.cache/infergate/sha256")
@@ -38,46 +38,28 @@ files = sorted(os.path.relpath(os.path.join(d, n), root)
 def key(rel):
     s = os.stat(os.path.join(root, rel))
     return [s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino]
-CHUNK, AHEAD = READ_BYTES, 2  # the reader stays up to 2 buffers ahead of the hash
+mine = threading.local()  # a worker's read buffer, for every file it hashes
 def digest(rel):
-    fd = os.open(os.path.join(root, rel), os.O_RDONLY)
+    # SHA-256 is one sequential chain per file: one file hashes at one core's rate at most,
+    # whatever the pool. While this thread hashes a read, the kernel reads on ahead
+    # (POSIX_FADV_SEQUENTIAL doubles its readahead window): a reader thread per file of our
+    # own measured no faster, at more CPU (scripts/bench_model_hash.py).
+    if not hasattr(mine, "buf"):
+        mine.buf = bytearray(READ_BYTES)
+    h, buf = hashlib.sha256(), mine.buf
+    view, fd = memoryview(buf), os.open(os.path.join(root, rel), os.O_RDONLY)
     try:
         if hasattr(os, "posix_fadvise") and stat.S_ISREG(os.fstat(fd).st_mode):  # a pipe: ESPIPE
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)  # a larger kernel readahead
-        return hashed(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        while True:
+            n = os.readv(fd, [buf])  # lets go of the GIL, as update() of a large buffer does
+            if not n:
+                return h.hexdigest()
+            h.update(view[:n])
+            with counted:
+                done[0] += n
     finally:
         os.close(fd)
-def hashed(fd):
-    # SHA-256 is one sequential chain per file: a file hashes at one core's rate at most,
-    # whatever the pool. Within it, a reader thread fills the next buffers while this one
-    # hashes (os.readv and hashlib's update of a large buffer both let go of the GIL). The
-    # reader touches fd no more once it has put its last item: EOF (0) or its error.
-    free, full = queue.Queue(), queue.Queue()
-    for _ in range(AHEAD + 1):
-        free.put(bytearray(CHUNK))
-    threading.Thread(target=read_ahead, args=(fd, free, full), daemon=True).start()
-    h = hashlib.sha256()
-    while True:
-        buf, n = full.get()
-        if isinstance(n, Exception):
-            raise n  # the error the read itself raised, as when this thread read
-        if not n:
-            return h.hexdigest()
-        with memoryview(buf) as view:
-            h.update(view[:n])
-        free.put(buf)
-        with counted:
-            done[0] += n
-def read_ahead(fd, free, full):
-    try:
-        while True:
-            buf = free.get()
-            n = os.readv(fd, [buf])
-            full.put((buf, n))
-            if not n:
-                return
-    except Exception as e:  # any: else the hashing thread would wait for ever
-        full.put((None, e))
 def say_progress():
     while not finished.wait(every_s):
         seconds = round(time.monotonic() - start, 1)
@@ -88,11 +70,12 @@ todo = [r for r in files if mode == "full" or cache.get(r, [None])[:-1] != keys[
 done, total = [0], sum(keys[r][0] for r in todo)
 counted, finished = threading.Lock(), threading.Event()
 threading.Thread(target=say_progress, daemon=True).start()
-# one file per usable core (the node's affinity, as taskset or a cpuset leaves it), largest
-# first, so the last to finish is a small one; at most 16 (AHEAD + 1 buffers each)
+# two files per usable core (the node's affinity, as taskset or a cpuset leaves it): while
+# one thread waits for the disk, the other hashes; largest first, so the last to finish is a
+# small one
 cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 order = sorted(todo, key=lambda r: -keys[r][0])
-with ThreadPoolExecutor(max(1, min(16, cores or 1, len(order)))) as pool:
+with ThreadPoolExecutor(max(1, min(16, 2 * (cores or 1), len(order)))) as pool:
     for rel, sha in zip(order, pool.map(digest, order)):
         cache[rel] = keys[rel] + [sha]
 finished.set()
@@ -111,7 +94,7 @@ if kept != before:  # an unchanged model writes nothing on the node
 print(json.dumps({"sha256": out, "hashed": len(todo), "hashed_bytes": total,
                   "seconds": round(time.monotonic() - start, 3)}))
 """
-READ_BYTES = 8 << 20  # one read: large enough that the syscalls and the GIL cost nothing
+READ_BYTES = 4 << 20  # one read: large enough that the syscalls and the GIL cost nothing
 _HASH = _HASH.replace("READ_BYTES", str(READ_BYTES))
 PROGRESS_EVERY_S = 10.0  # a line per node: sixteen nodes say less than two lines a second
 GB, MB = 1e9, 1e6
