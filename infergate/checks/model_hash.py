@@ -7,8 +7,8 @@ a byte rewritten in place is still caught, because restoring the mtime (`touch -
 the ctime. `full` ignores the cache. Prune: `rm -rf ~/.cache/infergate/sha256`.
 
 Files hash in parallel, two per usable core, largest first, the kernel reading each ahead of
-its hash. SHA-256 is one sequential chain per file, so one file hashes
-at one core's rate at most: a model of one huge file is bounded by it, whatever the cores.
+its hash. SHA-256 is one sequential chain per file, so one file hashes at one core's rate at
+most: a model of one huge file is bounded by it, whatever the cores.
 
 While it hashes, the script says how far it is on stderr, one JSON line every few seconds
 (a reader thread's counter, so hashing itself waits for nothing): a 127 GB model is minutes.
