@@ -6,6 +6,10 @@ mtime, ctime, inode): an unchanged model re-checks in about no time and writes n
 a byte rewritten in place is still caught, because restoring the mtime (`touch -d`) moves
 the ctime. `full` ignores the cache. Prune: `rm -rf ~/.cache/infergate/sha256`.
 
+Files hash in parallel, two per usable core, largest first, the kernel reading each ahead of
+its hash. SHA-256 is one sequential chain per file, so one file hashes at one core's rate at
+most: a model of one huge file is bounded by it, whatever the cores.
+
 While it hashes, the script says how far it is on stderr, one JSON line every few seconds
 (a reader thread's counter, so hashing itself waits for nothing): a 127 GB model is minutes.
 """
@@ -34,15 +38,21 @@ files = sorted(os.path.relpath(os.path.join(d, n), root)
 def key(rel):
     s = os.stat(os.path.join(root, rel))
     return [s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino]
+mine = threading.local()  # a worker's read buffer, for every file it hashes
 def digest(rel):
-    # 4 MiB reads into one buffer; update() lets go of the GIL, so files hash in parallel
-    h, buf = hashlib.sha256(), bytearray(4 << 20)
+    # SHA-256 is one sequential chain per file: one file hashes at one core's rate at most,
+    # whatever the pool. While this thread hashes a read, the kernel reads on ahead
+    # (POSIX_FADV_SEQUENTIAL doubles its readahead window): a reader thread per file of our
+    # own measured no faster, at more CPU (scripts/bench_model_hash.py).
+    if not hasattr(mine, "buf"):
+        mine.buf = bytearray(READ_BYTES)
+    h, buf = hashlib.sha256(), mine.buf
     view, fd = memoryview(buf), os.open(os.path.join(root, rel), os.O_RDONLY)
     try:
         if hasattr(os, "posix_fadvise") and stat.S_ISREG(os.fstat(fd).st_mode):  # a pipe: ESPIPE
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         while True:
-            n = os.readv(fd, [buf])
+            n = os.readv(fd, [buf])  # lets go of the GIL, as update() of a large buffer does
             if not n:
                 return h.hexdigest()
             h.update(view[:n])
@@ -60,10 +70,13 @@ todo = [r for r in files if mode == "full" or cache.get(r, [None])[:-1] != keys[
 done, total = [0], sum(keys[r][0] for r in todo)
 counted, finished = threading.Lock(), threading.Event()
 threading.Thread(target=say_progress, daemon=True).start()
-# more readers than cores: the disk serves parallel streams faster than one (measured: 4
-# threads on 2 cores hash at about the speed `cat` reads; scripts/bench_model_hash.py)
-with ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
-    for rel, sha in zip(todo, pool.map(digest, todo)):
+# two files per usable core (the node's affinity, as taskset or a cpuset leaves it): while
+# one thread waits for the disk, the other hashes; largest first, so the last to finish is a
+# small one
+cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+order = sorted(todo, key=lambda r: -keys[r][0])
+with ThreadPoolExecutor(max(1, min(16, 2 * (cores or 1), len(order)))) as pool:
+    for rel, sha in zip(order, pool.map(digest, order)):
         cache[rel] = keys[rel] + [sha]
 finished.set()
 out = {rel: cache[rel][-1] for rel in files}
@@ -81,6 +94,8 @@ if kept != before:  # an unchanged model writes nothing on the node
 print(json.dumps({"sha256": out, "hashed": len(todo), "hashed_bytes": total,
                   "seconds": round(time.monotonic() - start, 3)}))
 """
+READ_BYTES = 4 << 20  # one read: large enough that the syscalls and the GIL cost nothing
+_HASH = _HASH.replace("READ_BYTES", str(READ_BYTES))
 PROGRESS_EVERY_S = 10.0  # a line per node: sixteen nodes say less than two lines a second
 GB, MB = 1e9, 1e6
 
