@@ -6,7 +6,9 @@ JUnit's properties; the page renders in a real browser."""
 from __future__ import annotations
 
 import json
+import socket
 import stat
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -145,6 +147,35 @@ def test_each_nodes_model_hash_figures_reach_the_report(pytester: pytest.Pyteste
         assert node.model_hash.cache_hits == 0
     page = run.html_path.read_text()
     assert page.count("<td>2</td><td>2</td><td>0</td><td>0.00</td>") == 2, page
+
+
+CONTENT = "test_model_content_identical_on_every_node"
+
+
+def test_a_node_whose_hash_fails_is_named_with_the_files_own_error(
+    pytester: pytest.Pytester,
+) -> None:
+    """A socket left in the model directory cannot be opened (ENXIO, root or not): the
+    content check fails naming each node and the file, not with a traceback, and no node
+    gets hash figures."""
+    with tempfile.TemporaryDirectory(prefix="ig-") as short:  # a socket's path: 107 bytes
+        model = Path(short)
+        (model / "config.json").write_text("{}")
+        with socket.socket(socket.AF_UNIX) as left:
+            left.bind(str(model / "model.safetensors"))
+            plan = {**PLAN, "model": {"path": str(model), "served_name": "tiny"}}
+            check = str(ROOT / "tests_preflight/test_model.py")
+            run = run_preflight(pytester, "--model-hash=full", f"{check}::{CONTENT}", plan_doc=plan)
+    content = next(c for c in run.report.nodes[0].checks if c.check.endswith(CONTENT))
+    assert content.outcome == "failed", content
+    assert "Traceback" not in run.output, run.output
+    assert "IndexError" not in run.output, run.output
+    for where in ("n1 (localhost)", "n2 (127.0.0.1)"):
+        said = f"{where}: hashing every file of {model} failed: OSError: [Errno 6]"
+        assert said in run.output, run.output
+    assert f"{model}/model.safetensors" in run.output, run.output
+    assert "`ls -l` it" in run.output, run.output
+    assert [n.model_hash for n in run.report.nodes] == [None, None]
 
 
 def test_no_secret_reaches_the_report_or_junit(pytester: pytest.Pytester) -> None:

@@ -11,7 +11,7 @@ from infergate.checks.model import (
     check_model_parity,
     parse_manifest,
 )
-from infergate.fixtures.facts import every_node, settled
+from infergate.fixtures.facts import every_node, settled_every
 from infergate.fixtures.report import fail_on, fail_on_nodes
 
 
@@ -37,7 +37,7 @@ def test_model_same_files_and_sizes_on_every_node(probes, inventory):
 def test_model_content_identical_on_every_node(model_hashes, inventory):
     """Every model file has the same SHA-256 on every node, and the manifest's when the plan
     names one (--model-hash=full hashes every byte again)."""
-    hashes = {n: settled(h).sha256 for n, h in model_hashes.every().items()}
+    hashes = {n: h.sha256 for n, h in settled_every(model_hashes.every()).items()}
     manifest = inventory.model.manifest
     expected = parse_manifest(Path(manifest).read_text()) if manifest else None
     fail_on_nodes(inventory.nodes, check_model_hashes(hashes, expected))

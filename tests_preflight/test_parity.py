@@ -7,7 +7,7 @@ import pytest
 from infergate.checks.facts import docker_of, identity_of, image_id_of
 from infergate.checks.parity import check_parity, differing, render_matrix
 from infergate.checks.summary import summary_row
-from infergate.fixtures.facts import every_node, settled
+from infergate.fixtures.facts import every_node, settled, settled_every
 from infergate.fixtures.report import PARITY, fail_on_nodes, record
 
 pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]
@@ -29,7 +29,7 @@ def test_stack_identical_on_every_node(probes, in_image, model_hashes, inventory
         },
         "image ID": {n: str(i)[:19] for n, i in every_node(probes, inventory, image_id_of).items()},
     }
-    versions = {n: settled(o).part("versions") for n, o in in_image.items()}
+    versions = {n: o.part("versions") for n, o in settled_every(in_image).items()}
     for package in IN_IMAGE:
         matrix[f"{package} (image)"] = {n: str(versions[n].get(package)) for n in nodes}
     matrix["model sha256"] = {n: _manifest_digest(settled(model_hashes.of(node)).sha256)

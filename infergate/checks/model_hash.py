@@ -130,6 +130,21 @@ def parse_model_hashes(text: str) -> ModelHashes:
     return ModelHashes(doc["sha256"], doc["hashed"], doc["hashed_bytes"], doc["seconds"])
 
 
+def hash_failed(where: str, model_path: str, status: int, stderr: str) -> str:
+    """What a node's failed hash says: the script stops at the first file it cannot read and
+    raises that file's own error (`PermissionError: ... '/models/x/model-00002.safetensors'`),
+    its last line of stderr."""
+    lines = stderr.strip().splitlines()
+    error = lines[-1] if lines else f"no message (exit status {status})"
+    return (
+        f"{where}: hashing every file of {model_path} failed: {error}\n"
+        f"    found: a file that could not be read; planned: every file of the model readable\n"
+        "    fix: the file the error names: `ls -l` it (a socket or a device left in the model "
+        "directory cannot be hashed; an I/O error is the disk's: `dmesg | grep -i 'i/o error'`), "
+        "then copy the model to this node again"
+    )
+
+
 @dataclass(frozen=True)
 class HashProgress:
     done: int  # bytes hashed so far
