@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MARKS_ENV = "PROFILE_PREFLIGHT_MARKS"  # the JSON file the pytest under study writes its marks to
 TIME_MARK = "@@time"  # /usr/bin/time's line on the node: wall, user and system seconds
 TIMED = f"/usr/bin/time -f '{TIME_MARK} %e %U %S'"  # GNU time: its children's CPU included
+NO_PYC = "PYTHONDONTWRITEBYTECODE"  # set, every run compiles every module it imports again
 PROBE_FAN_OUT = "fan-out probes."  # the `probes` fixture's task: 'probes.<locals>.<lambda>'
 
 # ---- inside the pytest under study (loaded with `-p profile_preflight`) --------------------
@@ -216,9 +217,27 @@ def timed(remote: Remote, cgroup: Path, command: str) -> Timed:
     return Timed(done.stdout, done.stderr, wall, client, nodes_cpu([cgroup]) - node)
 
 
-def alone(names: list[str]) -> dict[str, list[float]]:
+def section_costs(
+    remote: Remote, cgroup: Path, planned: tuple[tuple[str, str], ...]
+) -> list[tuple[str, float, float, float]]:
+    """Each section of the host probe alone, as a probe of its own: (name, wall on the node,
+    CPU of its commands, the node's CPU with sshd and dockerd), costliest first."""
+    costs = []
+    for name, command in planned:
+        ran = timed(
+            remote, cgroup, f"{TIMED} sh -c {shlex.quote(probe_script(((name, command),)))}"
+        )
+        wall, user, system = time_line(ran.stderr)
+        costs.append((name, wall, user + system, ran.node_cpu))
+    return sorted(costs, key=lambda c: c[3], reverse=True)
+
+
+def alone(
+    names: list[str], sections: list[tuple[str, float, float, float]]
+) -> dict[str, list[float]]:
     """Each node alone, through the suite's ssh_config and Remote with masters of its own:
-    seconds of a new master, a session over it and the host probe, by what, one per node."""
+    seconds of a new master, a session over it and the host probe, by what, one per node;
+    the first node's probe also section by section, into SECTIONS."""
     from infergate.fixtures.hosts import Remote
 
     plan = Path(LAB_INVENTORY)
@@ -236,6 +255,8 @@ def alone(names: list[str]) -> dict[str, list[float]]:
                 timed_probe = f"{TIMED} sh -c {shlex.quote(probe_script(planned))}"
                 master, session = timed(remote, cgroup, "true"), timed(remote, cgroup, "true")
                 probe = timed(remote, cgroup, timed_probe)
+                if not sections:
+                    sections[:] = section_costs(remote, cgroup, planned)
                 start = time.perf_counter()
                 parse_sections(probe.stdout)
                 parse = time.perf_counter() - start
@@ -270,16 +291,18 @@ class Run:
     cpu: dict[str, float]
 
 
-def run_preflight(cgroups: list[Path], profile: Path | None = None) -> Run:
+def run_preflight(cgroups: list[Path], profile: Path | None = None, pyc: bool = False) -> Run:
     """One warm run of the host-level preflight, with this module's marks; under cProfile
     into PROFILE if given (cProfile swallows pytest's exit status: only a plain run says
-    whether it was green)."""
+    whether it was green); PYC: with PYTHONDONTWRITEBYTECODE unset."""
     argv = preflight_argv("-p", "profile_preflight")
     if profile:
         argv[1:1] = ["-m", "cProfile", "-o", str(profile)]
     paths = [str(ROOT / "scripts"), *filter(None, [os.environ.get("PYTHONPATH")])]
     with tempfile.NamedTemporaryFile(suffix=".json") as marks_file:
         env = {**os.environ, MARKS_ENV: marks_file.name, "PYTHONPATH": os.pathsep.join(paths)}
+        if pyc:
+            env.pop(NO_PYC)
         nodes, masters = nodes_cpu(cgroups), masters_cpu()
         launched = time.time()
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -304,12 +327,20 @@ def run_preflight(cgroups: list[Path], profile: Path | None = None) -> Run:
 
 
 def top_own_time(path: Path, count: int = 10) -> list[tuple[float, str]]:
-    """The functions the main thread spent most of its own time in, under cProfile."""
+    """The functions the main thread spent most of its own time in, under cProfile, each with
+    the caller that spent the most time in it."""
     table = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
-    ranked = sorted(((v[2], f) for f, v in table.items()), reverse=True)[:count]
-    root = f"{ROOT}{os.sep}"  # a built-in's file is "~"
-    return [(s, name if file == "~" else f"{file.removeprefix(root)}:{line}({name})")
-            for s, (file, line, name) in ranked]  # fmt: skip
+    root = f"{ROOT}{os.sep}"
+
+    def named(func: tuple[str, int, str]) -> str:
+        file, line, name = func  # a built-in's file is "~"
+        return name if file == "~" else f"{file.removeprefix(root)}:{line}({name})"
+
+    ranked = sorted(table.items(), key=lambda item: item[1][2], reverse=True)[:count]
+    return [
+        (v[2], f"{named(f)} <- {named(max(v[4], key=lambda c: v[4][c][3]))}" if v[4] else named(f))
+        for f, v in ranked
+    ]
 
 
 def profiled(path: Path) -> dict[str, float]:
@@ -335,10 +366,16 @@ class Size:
     cprofile: dict[str, float]
     top: list[tuple[float, str]]
     alone: dict[str, list[float]]
+    sections: list[tuple[str, float, float, float]]
+    with_pyc: list[Run]  # the plain runs with Python's bytecode caches, by wall, if NO_PYC is set
 
     @property
     def plain(self) -> Run:
         return self.runs[len(self.runs) // 2]
+
+    @property
+    def cached(self) -> Run | None:
+        return self.with_pyc[len(self.with_pyc) // 2] if self.with_pyc else None
 
 
 def measure(nodes: int, repeats: int) -> Size:
@@ -347,14 +384,20 @@ def measure(nodes: int, repeats: int) -> Size:
     lab_up(nodes)
     names = [n.name for n in load_plan(Path(LAB_INVENTORY)).nodes]
     cgroups = node_cgroups(names)
-    by_node = alone(names)
+    sections: list[tuple[str, float, float, float]] = []
+    by_node = alone(names, sections)
     run_preflight(cgroups)  # warm-up: the SSH masters, Python's bytecode caches
     runs = sorted((run_preflight(cgroups) for _ in range(repeats)), key=lambda r: r.wall)
     with tempfile.TemporaryDirectory(prefix="ig-cprofile-") as tmp:
         out = Path(tmp, "preflight.prof")
         under = run_preflight(cgroups, out)
         top = top_own_time(out)
-        return Size(nodes, runs, under, profiled(out), top, by_node)
+    with_pyc = []
+    if os.environ.get(NO_PYC):
+        run_preflight(cgroups, pyc=True)  # writes the caches
+        runs_pyc = (run_preflight(cgroups, pyc=True) for _ in range(repeats))
+        with_pyc = sorted(runs_pyc, key=lambda r: r.wall)
+    return Size(nodes, runs, under, profiled(out), top, by_node, sections, with_pyc)
 
 
 def report(sizes: list[Size]) -> None:
@@ -384,6 +427,16 @@ def report(sizes: list[Size]) -> None:
     for s in sizes:
         walls_s = ", ".join(f"{r.wall:.2f}" for r in s.runs)
         print(f"\n{s.nodes} nodes: {s.plain.items} tests; plain runs' walls {walls_s} s")
+        if pyc := s.cached:
+            start = next(iter(pyc.parts))
+            print(f"  with Python's bytecode caches ({NO_PYC} unset), median of "
+                  f"{len(s.with_pyc)}: wall {pyc.wall:.2f} s, {start} {pyc.parts[start]:.2f} s "
+                  f"(without: {s.plain.wall:.2f} s, {s.plain.parts[start]:.2f} s)")  # fmt: skip
+    if last.cached and first.cached and added:
+        without = last.plain.wall / first.plain.wall
+        cached = last.cached.wall / first.cached.wall
+        print(f"  {last.nodes} nodes / {first.nodes} nodes: {without:.2f}x without the caches, "
+              f"{cached:.2f}x with")  # fmt: skip
 
     print(f"\n| CPU seconds of the plain run | {' | '.join(f'{s.nodes} nodes' for s in sizes)} "
           "| per added node, ms |")  # fmt: skip
@@ -404,6 +457,14 @@ def report(sizes: list[Size]) -> None:
         cells = [f"{statistics.median(s.alone[what]) * 1000:.0f} ({max(s.alone[what]) * 1000:.0f})"
                  for s in sizes]  # fmt: skip
         print(f"| {what} | {' | '.join(cells)} |")
+
+    print(f"\n| the host probe's costliest sections on {last.nodes} nodes' first, alone, ms "
+          "| wall | its CPU | the node's CPU |\n|---|---|---|---|")  # fmt: skip
+    for name, *costs in last.sections[:10]:
+        print(f"| {name} | {' | '.join(f'{c * 1000:.0f}' for c in costs)} |")
+    sums = [sum(column) * 1000 for column in list(zip(*last.sections, strict=True))[1:]]
+    print(f"| all {len(last.sections)}, one session each | "
+          f"{' | '.join(f'{s:.0f}' for s in sums)} |")  # fmt: skip
 
     for size in sizes:
         print(f"\nthe main thread's own time under cProfile, {size.nodes} nodes (s):")
