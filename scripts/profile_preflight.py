@@ -19,6 +19,8 @@ For each lab size, in one run (the lab is left with 2 nodes):
    sessions, dockerd), reaped children included. cProfile sees the main thread only (not the
    fan-out threads): the imports, and the cumulative time in infergate.checks (building the
    probe, reading the facts, judging).
+3. Where PYTHONDONTWRITEBYTECODE is set (every run then compiles each module it imports and
+   pytest rewrites each test module again), the plain runs again without it, caches written.
 The lab's nodes share the controller's cores: the nodes' CPU is what real nodes would take
 off the controller; the rest is the controller's own, per run and per node.
 """
@@ -380,24 +382,25 @@ class Size:
 
 def measure(nodes: int, repeats: int) -> Size:
     """The lab at NODES: each node alone, then the preflight warm, plain REPEATS times (the
-    run of median wall is kept, whole) and once under cProfile."""
+    run of median wall is kept, whole), once under cProfile, and, where NO_PYC is set, REPEATS
+    times more without it."""
     lab_up(nodes)
     names = [n.name for n in load_plan(Path(LAB_INVENTORY)).nodes]
     cgroups = node_cgroups(names)
     sections: list[tuple[str, float, float, float]] = []
     by_node = alone(names, sections)
-    run_preflight(cgroups)  # warm-up: the SSH masters, Python's bytecode caches
+    run_preflight(cgroups)  # warm-up: the SSH masters, the page cache
     runs = sorted((run_preflight(cgroups) for _ in range(repeats)), key=lambda r: r.wall)
     with tempfile.TemporaryDirectory(prefix="ig-cprofile-") as tmp:
         out = Path(tmp, "preflight.prof")
         under = run_preflight(cgroups, out)
-        top = top_own_time(out)
+        top, cprofile = top_own_time(out), profiled(out)
     with_pyc = []
     if os.environ.get(NO_PYC):
         run_preflight(cgroups, pyc=True)  # writes the caches
         runs_pyc = (run_preflight(cgroups, pyc=True) for _ in range(repeats))
         with_pyc = sorted(runs_pyc, key=lambda r: r.wall)
-    return Size(nodes, runs, under, profiled(out), top, by_node, sections, with_pyc)
+    return Size(nodes, runs, under, cprofile, top, by_node, sections, with_pyc)
 
 
 def report(sizes: list[Size]) -> None:
