@@ -20,7 +20,8 @@ For each lab size, in one run (the lab is left with 2 nodes):
    fan-out threads): the imports, and the cumulative time in infergate.checks (building the
    probe, reading the facts, judging).
 3. Where PYTHONDONTWRITEBYTECODE is set (every run then compiles each module it imports and
-   pytest rewrites each test module again), the plain runs again without it, caches written.
+   pytest rewrites each test module again), the plain runs again without it, their caches
+   kept in a folder of their own (PYTHONPYCACHEPREFIX).
 The lab's nodes share the controller's cores: the nodes' CPU is what real nodes would take
 off the controller; the rest is the controller's own, per run and per node.
 """
@@ -293,10 +294,12 @@ class Run:
     cpu: dict[str, float]
 
 
-def run_preflight(cgroups: list[Path], profile: Path | None = None, pyc: bool = False) -> Run:
+def run_preflight(cgroups: list[Path], profile: Path | None = None, pyc: Path | None = None) -> Run:
     """One warm run of the host-level preflight, with this module's marks; under cProfile
     into PROFILE if given (cProfile swallows pytest's exit status: only a plain run says
-    whether it was green); PYC: with PYTHONDONTWRITEBYTECODE unset."""
+    whether it was green); with NO_PYC unset and its bytecode caches kept under PYC if given
+    (PYTHONPYCACHEPREFIX, which pytest's rewritten modules follow too: the checkout is left
+    as it was)."""
     argv = preflight_argv("-p", "profile_preflight")
     if profile:
         argv[1:1] = ["-m", "cProfile", "-o", str(profile)]
@@ -305,6 +308,7 @@ def run_preflight(cgroups: list[Path], profile: Path | None = None, pyc: bool = 
         env = {**os.environ, MARKS_ENV: marks_file.name, "PYTHONPATH": os.pathsep.join(paths)}
         if pyc:
             env.pop(NO_PYC)
+            env["PYTHONPYCACHEPREFIX"] = str(pyc)
         nodes, masters = nodes_cpu(cgroups), masters_cpu()
         launched = time.time()
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -397,9 +401,10 @@ def measure(nodes: int, repeats: int) -> Size:
         top, cprofile = top_own_time(out), profiled(out)
     with_pyc = []
     if os.environ.get(NO_PYC):
-        run_preflight(cgroups, pyc=True)  # writes the caches
-        runs_pyc = (run_preflight(cgroups, pyc=True) for _ in range(repeats))
-        with_pyc = sorted(runs_pyc, key=lambda r: r.wall)
+        with tempfile.TemporaryDirectory(prefix="ig-pyc-") as pyc:
+            run_preflight(cgroups, pyc=Path(pyc))  # writes the caches
+            runs_pyc = [run_preflight(cgroups, pyc=Path(pyc)) for _ in range(repeats)]
+            with_pyc = sorted(runs_pyc, key=lambda r: r.wall)
     return Size(nodes, runs, under, cprofile, top, by_node, sections, with_pyc)
 
 
