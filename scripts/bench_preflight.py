@@ -31,21 +31,25 @@ def lab_up(nodes: int) -> None:
 MODES = {"one process": (), "-n auto": ("-n", "auto")}
 
 
-def preflight_seconds(mode: tuple[str, ...]) -> float:
-    argv = [
+def preflight_argv(*extra: str) -> list[str]:
+    """`python -m pytest` over the host-level preflight of the lab, with EXTRA arguments."""
+    return [
         sys.executable,
         "-m",
         "pytest",
         "-m",
         "preflight",
         *(f"tests_preflight/test_{name}.py" for name in ("host", "fabric", "memory")),
-        *mode,
+        *extra,
         "-q",
         "-p",
         "no:cacheprovider",
         f"--inventory={LAB_INVENTORY}",  # =: a separate path outside the project moves rootdir
     ]
-    return green_seconds(argv, ROOT)
+
+
+def preflight_seconds(mode: tuple[str, ...]) -> float:
+    return green_seconds(preflight_argv(*mode), ROOT)
 
 
 def measure(nodes: int, repeats: int) -> dict[str, list[float]]:
