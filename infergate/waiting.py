@@ -126,7 +126,13 @@ class CommandTimedOut(Exception):
         self, where: str, what: str, limit: Deadline, status: int, look: str = LOOK_AT
     ) -> None:
         self.where, self.what, self.limit, self.status = where, what, limit, status
+        self.look = look
         super().__init__(f"{where}: {ran_past(what, limit, status, look)}")
+
+    def __reduce__(self) -> tuple[type[CommandTimedOut], tuple[str, str, Deadline, int, str]]:
+        """Pickled with what made it (xdist workers share what one of them read, failures
+        included): Exception's own pickle would call it with the message alone."""
+        return type(self), (self.where, self.what, self.limit, self.status, self.look)
 
 
 def check_not_timed_out(

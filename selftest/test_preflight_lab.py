@@ -109,9 +109,12 @@ def test_healthy_lab_host_level_green_under_xdist(engine_lab, pytester):
 # --- host-level faults --------------------------------------------------------------------
 
 
-def test_link_down_names_the_node(engine_lab, pytester):
+# under xdist, one worker reads each fact of every node and the others load it (facts.py): the
+# same tests red, with the same messages
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_link_down_names_the_node(engine_lab, pytester, workers):
     engine_lab.apply_fault("link-down", "node2")
-    run = host_level(pytester)
+    run = host_level(pytester, *workers)
     interface = "test_fabric.py::test_fabric_interface_up_with_planned_address"
     peers = "test_fabric.py::test_fabric_peers_answer_ping"
     cut = on(interface, "node2") | on(peers, *NODES) | {DIST_INIT, AFTER, RAILS}
