@@ -24,11 +24,10 @@ import shlex
 import statistics
 import time
 
-from infergate.checks.model_hash import hash_command, parse_model_hashes
+from infergate.checks.model_hash import GB, hash_command, parse_model_hashes
 from infergate_lab import Lab
 
 BENCH_DIR = "/srv/models/bench-model"
-GB = 1e9
 DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"
 
 

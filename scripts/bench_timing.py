@@ -1,7 +1,9 @@
-"""What the preflight benchmarks share: one timed run of the suite, timed only when green."""
+"""What the benchmarks share: one timed run of the suite, timed only when green; a process's
+CPU seconds as /proc says them."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -17,3 +19,11 @@ def green_seconds(argv: list[str], cwd: Path) -> float:
         sys.exit(f"{' '.join(argv[:4])} in {cwd} failed, not timing a red run:\n"
                  f"{done.stdout[-3000:]}")  # fmt: skip
     return elapsed
+
+
+def proc_cpu_seconds(stat: str, reaped: bool = True) -> float:
+    """A process's CPU seconds from its /proc/PID/stat line: its own (all threads), user and
+    system, and with REAPED its reaped children's (fields 14-17; the name in parentheses may
+    hold spaces)."""
+    fields = stat.rpartition(")")[2].split()
+    return sum(int(f) for f in fields[11 : 15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import re
 import resource
 import secrets
@@ -40,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
+from bench_timing import proc_cpu_seconds
 from docker import DockerClient
 
 from infergate.deploy.streams import Streams
@@ -175,8 +175,7 @@ def cpu_s(master_pids: list[int]) -> tuple[float, float, float]:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     masters = 0.0
     for pid in master_pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        masters += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        masters += proc_cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), reaped=False)
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, masters
 
 

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from bench_preflight import LAB_INVENTORY, lab_up, preflight_argv
+from bench_timing import proc_cpu_seconds
 
 from infergate.checks.disk_space import node_sections
 from infergate.checks.probe import parse_sections, plan_sections, probe_script
@@ -146,13 +147,6 @@ def outer_cumtime(stats: pstats.Stats, inside: Callable[[tuple[str, int, str]], 
         if inside(func):
             total += sum(edge[3] for caller, edge in callers.items() if not inside(caller))
     return total
-
-
-def proc_cpu_seconds(stat: str) -> float:
-    """A process's CPU seconds from its /proc/PID/stat line: its own (all threads), user and
-    system, and its reaped children's (fields 14-17; the name in parentheses may hold spaces)."""
-    fields = stat.rpartition(")")[2].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_of(pids: list[str]) -> dict[str, float]:
