@@ -32,6 +32,7 @@ from infergate.deploy.runlock import (
     lock_command,
     lock_dir,
     parse_lock_reply,
+    read_answer,
 )
 from infergate.deploy.runs import check_removed, check_run_not_taken, of_runs
 from infergate.fixtures import runs
@@ -208,6 +209,25 @@ def test_second_run_is_refused_naming_the_first_and_gets_it_once_released(tmp_pa
     assert fourth.stdout.readline().strip() == "HELD"
     fourth.stdin.close()
     third.stdin.close()
+
+
+def _requester(script: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_a_failed_ssh_is_read_with_its_status_though_its_output_closed_first():
+    """ssh closes its output a moment before it exits. Read then, the status was still None
+    and a refused connection read as a head that never answered (a CI run on a slower
+    machine). Here the gap is widened to 0.5 s."""
+    refused = _requester("exec >&-; echo 'ssh: connect to host 127.0.0.1 port 1: Connection "
+                         "refused' >&2; sleep 0.5; exit 255")  # fmt: skip
+    held, busy, (status, said) = read_answer(refused, 10)
+    assert (held, busy, status) == (None, None, 255)
+    assert "Connection refused" in said
+    silent = _requester("read line")  # ends when its stdin is closed
+    held, busy, (status, _) = read_answer(silent, 0.3)
+    assert (held, busy, status) == (None, None, None)
 
 
 CONTROLLER = """

@@ -170,23 +170,33 @@ def ask_lock(
                                stderr=subprocess.PIPE, text=True,
                                # a terminal's Ctrl-C must not end it before the teardown
                                start_new_session=True)  # fmt: skip
-    line = _first_line(process, wait_s + inventory.thresholds.connect_timeout_s + ANSWER_S)
+    return read_answer(process, wait_s + inventory.thresholds.connect_timeout_s + ANSWER_S)
+
+
+def read_answer(
+    process: subprocess.Popen[str], timeout_s: float
+) -> tuple[HeldLock | None, Busy | None, tuple[int | None, str]]:
+    """The lock request PROCESS's answer within TIMEOUT_S, as ask_lock returns it."""
+    line = _first_line(process, timeout_s)
     busy = parse_lock_reply(line) if line else None
     if line and busy is None:
         return HeldLock(process), None, (0, "")
-    answered = process.poll() is not None
     HeldLock(process).release()  # ended by itself (refused, ssh failed), or killed now
-    return None, busy, (process.returncode if answered else None, _stderr(process))
+    # an answer, even an empty one (ssh failed and closed its output), carries ssh's own
+    # status: its output can close a moment before it exits, so poll() would be too early
+    return None, busy, (process.returncode if line is not None else None, _stderr(process))
 
 
-def _first_line(process: subprocess.Popen[str], timeout_s: float) -> str:
+def _first_line(process: subprocess.Popen[str], timeout_s: float) -> str | None:
+    """The process's first line of output ("" when it closed its output without one), or
+    None when nothing came within TIMEOUT_S."""
     got: list[str] = []
     out = process.stdout
     assert out is not None
     reader = threading.Thread(target=lambda: got.append(out.readline()), daemon=True)
     reader.start()
     reader.join(timeout_s)
-    return got[0].strip() if got else ""
+    return got[0].strip() if got else None
 
 
 def _stderr(process: subprocess.Popen[str]) -> str:
