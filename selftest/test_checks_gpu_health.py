@@ -4,6 +4,8 @@ kernel-log/h200-*), and public reports (gpu-public/, each file named after its s
 selftest/data/README.md), their dmesg lines replayed through the kernel-log section."""
 
 import os
+import random
+import re
 import shlex
 import subprocess
 from dataclasses import replace
@@ -166,6 +168,34 @@ def test_an_xid_storm_keeps_its_tail_and_the_aer_lines(tmp_path):
     assert gpu.found.startswith(f"{KEEP_LINES} Xid line(s) (codes 79)")
     (fabric,) = check_kernel_log(log, [])
     assert fabric.found.startswith("2 uncorrectable PCIe AER error line(s)")
+
+
+FABRIC_WORDS = re.compile(
+    r"AER|PCIe Bus Error|mlx5|link (is )?(up|down)|insufficient permissions|"
+    r"not seeing messages|No journal files",
+    re.IGNORECASE,
+)
+
+
+def test_the_section_sends_each_kinds_last_lines_in_log_order(tmp_path):
+    """The node's filter against the rule written out here: NVRM/Xid lines in one tail, the
+    fabric's words (any case) in the other, every other line dropped, each tail the last
+    KEEP_LINES of its kind; a log of 3x KEEP_LINES lines of every kind, shuffled."""
+    kinds = [
+        "pcieport 0000:00:01.0: AER: Corrected error received",
+        "mlx5_core 0000:01:00.0: cmd_work_handler:877: cmd[0]: ACCESS_REG timeout",
+        "NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus.",
+        "enp1s0f1np1: Link is Up - 200Gbps", "fab0: LINK DOWN", "usb 1-1: new device",
+        "PCIe Bus Error: severity=Corrected, type=Physical Layer", "eth0: link is flapping",
+    ]  # fmt: skip
+    lines = [f"[{i:7d}.5] {kinds[i % len(kinds)]} #{i}" for i in range(3 * KEEP_LINES)]
+    random.Random(7).shuffle(lines)
+    (tmp_path / "log").write_text("\n".join(lines) + "\n")
+    gpu = [line for line in lines if re.search("NVRM|Xid", line)]
+    fabric = [line for line in lines if line not in gpu and FABRIC_WORDS.search(line)]
+    sent = replayed(tmp_path / "log", tmp_path)
+    assert sent.source == "dmesg"
+    assert list(sent.lines) == fabric[-KEEP_LINES:] + gpu[-KEEP_LINES:]
 
 
 def test_swap_in_use_and_zram_are_read_and_judged():

@@ -9,7 +9,13 @@ import pytest
 import yaml
 
 from infergate.checks.facts import ProbeError, identity_of, section_text
-from infergate.checks.probe import HOST_SECTIONS, check_probe_printed, parse_sections, probe_script
+from infergate.checks.probe import (
+    HOST_SECTIONS,
+    check_probe_printed,
+    parse_sections,
+    plan_sections,
+    probe_script,
+)
 from infergate.fixtures.facts import ProbeSilent, _probe, on_every_node, read_fact
 from infergate.fixtures.hosts import Remote
 from infergate.inventory import Ssh, parse_inventory
@@ -68,6 +74,30 @@ def test_a_probe_its_deadline_ended_is_reported_as_a_timeout_naming_its_section(
         f"`uname` (run `sleep 5; uname -srm` on the node under `time`), then {LOOK_AT}; "
         "raise thresholds.command_timeout_s if it is just slow"
     )
+
+
+def test_a_section_learns_whether_the_one_before_it_printed(tmp_path):
+    """`container-memory` skips `docker stats` (a second of sampling) when `containers`,
+    right before it, listed nothing: a docker on PATH that lists from a file and logs every
+    call shows one call per probe with nothing running, two with something."""
+    log, listing = tmp_path / "calls", tmp_path / "listing"
+    docker = tmp_path / "docker"
+    docker.write_text(f'#!/bin/sh\necho "$1" >>{log}\n[ "$1" = ps ] && cat {listing}\ntrue\n')
+    docker.chmod(0o755)
+    names = [name for name, _ in plan_sections("img", "/m")]
+    at = names.index("containers")
+    assert names[at + 1] == "container-memory"
+    planned = plan_sections("img", "/m")[at : at + 2]
+    calls = []
+    for listed in ("", '{"ID":"4f2a"}\n'):
+        listing.write_text(listed)
+        log.write_text("")
+        env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+        script = ["/bin/sh", "-c", probe_script(planned)]
+        out = subprocess.run(script, capture_output=True, text=True, timeout=30, env=env)
+        assert [s.rc for s in parse_sections(out.stdout).values()] == [0, 0]
+        calls.append(log.read_text().split())
+    assert calls == [["ps"], ["ps", "stats"]]
 
 
 def test_parse_sections_keeps_blank_lines_inside_a_section():

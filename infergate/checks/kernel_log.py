@@ -25,22 +25,31 @@ KEEP_LINES = 400
 # `dmesg` first (no journal on many hosts, the H200 device among them), `journalctl -k -b`
 # where dmesg is refused. The first line says who reads it and kernel.dmesg_restrict, so an
 # unreadable log names the missing permission; only matching lines come back, the fabric's,
-# then the NVRM/Xid lines (each line in one of the two tails only).
+# then the NVRM/Xid lines (each line in one of the two tails only). One awk keeps both tails
+# (rings of KEEP_LINES) in one pass: a grep and a tail per kind cost the node five processes.
 KERNEL_LOG = rf"""
-r=$(cat /proc/sys/kernel/dmesg_restrict 2>/dev/null)
-printf 'user\t%s\t%s\t%s\n' "$(id -un)" "$(id -Gn | tr ' ' ,)" "${{r:-?}}"
+r=; {{ read -r r </proc/sys/kernel/dmesg_restrict; }} 2>/dev/null
+set -f; set -- $(id -Gn); IFS=,
+printf 'user\t%s\t%s\t%s\n' "$(id -un)" "$*" "${{r:-?}}"; unset IFS
 if log=$(dmesg 2>&1); then src=dmesg
 else
-  printf 'failed\tdmesg\t%s\n' "$(printf '%s\n' "$log" | head -n 1)"
+  printf 'failed\tdmesg\t%s\n' "${{log%%
+*}}"
   if log=$(journalctl -k -b -o short-monotonic --no-pager 2>&1); then src=journalctl
-  else printf 'failed\tjournalctl\t%s\n' "$(printf '%s\n' "$log" | tail -n 1)"; exit 0; fi
+  else printf 'failed\tjournalctl\t%s\n' "${{log##*
+}}"; exit 0; fi
 fi
 printf 'source\t%s\n' "$src"
-printf '%s\n' "$log" | grep -E -v 'NVRM|Xid' \
-  | grep -E -i -e 'AER|PCIe Bus Error|mlx5|link (is )?(up|down)' \
-  -e 'insufficient permissions|not seeing messages|No journal files' | tail -n {KEEP_LINES}
-printf '%s\n' "$log" | grep -E 'NVRM|Xid' | tail -n {KEEP_LINES}
-true
+printf '%s\n' "$log" | awk -v keep={KEEP_LINES} '
+  /NVRM|Xid/ {{ gpu[ng++ % keep] = $0; next }}
+  tolower($0) ~ /aer|pcie bus error|mlx5|link (is )?(up|down)/ {{ fabric[nf++ % keep] = $0; next }}
+  tolower($0) ~ /insufficient permissions|not seeing messages|no journal files/ {{
+    fabric[nf++ % keep] = $0
+  }}
+  function tail(lines, n,   i) {{
+    for (i = (n > keep ? n - keep : 0); i < n; i++) print lines[i % keep]
+  }}
+  END {{ tail(fabric, nf); tail(gpu, ng) }}'
 """
 
 

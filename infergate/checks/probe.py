@@ -27,27 +27,38 @@ SECTION_TIMEOUT_S = 8
 SECTION_DEADLINE = Deadline(SECTION_TIMEOUT_S, "checks.probe.SECTION_TIMEOUT_S")
 SECTION_KILL_AFTER_S = 2  # the section's `timeout -k`: SIGKILL this long after its deadline
 
-# Walk from this shell's memory cgroup up to the root, cgroup v2 (`0::`) and v1 (`memory:`)
-# alike, printing `path limit usage file_cache` for every level that has a limit file. The
-# file cache (active + inactive, counted over the subtree) is what the kernel reclaims
-# before it fails an allocation: an image just loaded leaves gigabytes of it.
+# Walk from this shell's memory cgroup up to the root, cgroup v2 (`0::`) and v1 (`memory:`,
+# which wins where a hybrid host has both) alike, printing `path limit usage file_cache` for
+# every level that has a limit file. The file cache (active + inactive, counted over the
+# subtree) is what the kernel reclaims before it fails an allocation: an image just loaded
+# leaves gigabytes of it. Shell builtins only (`read`, `${path%/*}`): a level costs no process.
 CGROUP_MEMORY = r"""
-line=$(grep -E '^0::|:memory:' /proc/self/cgroup | sort | tail -n 1)
+line=
+while IFS= read -r l; do
+  case $l in *:memory:*) line=$l ;; 0::*) [ -n "$line" ] || line=$l ;; esac
+done </proc/self/cgroup
 case "$line" in *:memory:*) base=/sys/fs/cgroup/memory ;; *) base=/sys/fs/cgroup ;; esac
 path=${line#*:*:}
 while :; do
-  dir="$base$path"
-  if [ -f "$dir/memory.max" ]; then lim=$(cat "$dir/memory.max"); use=$(cat "$dir/memory.current")
+  dir="$base$path" lim= use=
+  if [ -f "$dir/memory.max" ]; then
+    read -r lim <"$dir/memory.max"; read -r use <"$dir/memory.current"
   elif [ -f "$dir/memory.limit_in_bytes" ]; then
-    lim=$(cat "$dir/memory.limit_in_bytes"); use=$(cat "$dir/memory.usage_in_bytes")
-  else lim=; fi
+    read -r lim <"$dir/memory.limit_in_bytes"; read -r use <"$dir/memory.usage_in_bytes"
+  fi
   if [ -n "$lim" ]; then
-    cache=$(awk '$1~/^total_(in)?active_file$/{t+=$2} $1~/^(in)?active_file$/{o+=$2}
-                 END{printf "%.0f", (t ? t : o)}' "$dir/memory.stat")
-    echo "$path $lim $use ${cache:-0}"
+    t=0 o=0
+    while read -r k v; do
+      case $k in
+        total_active_file|total_inactive_file) t=$((t + v)) ;;
+        active_file|inactive_file) o=$((o + v)) ;;
+      esac
+    done <"$dir/memory.stat"
+    [ "$t" != 0 ] || t=$o
+    echo "$path $lim $use $t"
   fi
   [ "$path" = / ] && break
-  path=$(dirname "$path")
+  path=${path%/*}; path=${path:-/}
 done
 """
 
@@ -90,6 +101,8 @@ done
 true
 """
 
+LAST_PRINTED = "PROBE_LAST_PRINTED"  # see probe_script
+
 HOST_SECTIONS = (
     ("hostname", "hostname"),
     ("uname", "uname -srm"),
@@ -126,8 +139,9 @@ def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...
         *HOST_SECTIONS,
         ("image-id", f"docker image inspect --format '{{{{.Id}}}}' {image}"),
         ("containers", "docker ps --no-trunc --format '{{json .}}'"),
-        # `docker stats` samples for a second: only worth it when something runs
-        ("container-memory", "[ -z \"$(docker ps -q)\" ] || docker stats --no-stream "
+        # `docker stats` samples for a second: only worth it when `containers` listed one,
+        # and asking `docker ps` again would cost the node another CLI start
+        ("container-memory", f"[ -z \"${LAST_PRINTED}\" ] || docker stats --no-stream "
          "--format '{{json .}}'"),
         ("listening", "ss -Htlnp"),
         ("port-range", "cat /proc/sys/net/ipv4/ip_local_port_range "
@@ -147,11 +161,14 @@ def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...
 
 
 def probe_script(sections: tuple[tuple[str, str], ...], timeout_s: int = SECTION_TIMEOUT_S) -> str:
-    """A POSIX sh script that runs each (name, command) and prints it as a section."""
+    """A POSIX sh script that runs each (name, command) and prints it as a section. A
+    command finds in $LAST_PRINTED whether the section before it printed anything (1 or
+    empty)."""
     lines = [
-        f"section() {{ name=$1; shift; out=$(timeout -k {SECTION_KILL_AFTER_S} "
-        f'{timeout_s} "$@" 2>&1); rc=$?; '
-        'printf \'\\n@@@ %s %s\\n%s\\n\' "$name" "$rc" "$out"; }'
+        f"section() {{ name=$1; shift; out=$({LAST_PRINTED}=$printed timeout -k "
+        f'{SECTION_KILL_AFTER_S} {timeout_s} "$@" 2>&1); rc=$?; '
+        'printf \'\\n@@@ %s %s\\n%s\\n\' "$name" "$rc" "$out"; printed=${out:+1}; }',
+        "printed=",
     ]
     lines += [f"section {name} sh -c {shlex.quote(cmd)}" for name, cmd in sections]
     return "\n".join(lines) + "\n"
