@@ -23,7 +23,7 @@ from dataclasses import dataclass
 _HASH = r"""
 import hashlib, json, os, stat, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
-root, mode, every_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
+root, mode, every_s, read_bytes = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 cache_dir = os.path.expanduser("~/.cache/infergate/sha256")
 name = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()
 cache_file = os.path.join(cache_dir, name + ".json")
@@ -45,7 +45,7 @@ def digest(rel):
     # (POSIX_FADV_SEQUENTIAL doubles its readahead window): a reader thread per file of our
     # own measured no faster, at more CPU (scripts/bench_model_hash.py).
     if not hasattr(mine, "buf"):
-        mine.buf = bytearray(READ_BYTES)
+        mine.buf = bytearray(read_bytes)
     h, buf = hashlib.sha256(), mine.buf
     view, fd = memoryview(buf), os.open(os.path.join(root, rel), os.O_RDONLY)
     try:
@@ -95,15 +95,20 @@ print(json.dumps({"sha256": out, "hashed": len(todo), "hashed_bytes": total,
                   "seconds": round(time.monotonic() - start, 3)}))
 """
 READ_BYTES = 4 << 20  # one read: large enough that the syscalls and the GIL cost nothing
-_HASH = _HASH.replace("READ_BYTES", str(READ_BYTES))
 PROGRESS_EVERY_S = 10.0  # a line per node: sixteen nodes say less than two lines a second
 GB, MB = 1e9, 1e6
+
+
+def _rate(nbytes: int, seconds: float) -> str:
+    """`, 812 MB/s`, or nothing before any time has passed."""
+    return f", {nbytes / MB / seconds:.0f} MB/s" if seconds else ""
 
 
 def hash_command(model_path: str, mode: str, every_s: float = PROGRESS_EVERY_S) -> str:
     """`mode` is `cached` (reuse what is unchanged) or `full` (hash every byte again);
     progress on stderr every EVERY_S seconds."""
-    return f"python3 -c {shlex.quote(_HASH)} {shlex.quote(model_path)} {mode} {every_s:g}"
+    quoted = shlex.quote(model_path)
+    return f"python3 -c {shlex.quote(_HASH)} {quoted} {mode} {every_s:g} {READ_BYTES}"
 
 
 @dataclass(frozen=True)
@@ -119,9 +124,9 @@ class ModelHashes:
         return len(self.sha256) - self.hashed
 
     def __str__(self) -> str:
-        rate = f", {self.hashed_bytes / MB / self.seconds:.0f} MB/s" if self.seconds else ""
         return (f"hashed {self.hashed} file(s), {self.hashed_bytes / GB:.2f} GB, in "
-                f"{self.seconds:.1f} s{rate}; {self.cache_hits} from the cache")  # fmt: skip
+                f"{self.seconds:.1f} s{_rate(self.hashed_bytes, self.seconds)}; "
+                f"{self.cache_hits} from the cache")  # fmt: skip
 
 
 def parse_model_hashes(text: str) -> ModelHashes:
@@ -153,7 +158,7 @@ class HashProgress:
 
     def __str__(self) -> str:
         share = f" ({100 * self.done / self.total:.0f} %)" if self.total else ""
-        rate = f", {self.done / MB / self.seconds:.0f} MB/s" if self.seconds else ""
+        rate = _rate(self.done, self.seconds)
         return f"{self.done / GB:.2f} of {self.total / GB:.2f} GB{share}{rate}"
 
 
