@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_timing import green_seconds
+from bench_timing import green_pytest_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB_INVENTORY = "/var/lib/infergate-lab/inventory.yaml"
@@ -49,7 +49,7 @@ def preflight_argv(*extra: str) -> list[str]:
 
 
 def preflight_seconds(mode: tuple[str, ...]) -> float:
-    return green_seconds(preflight_argv(*mode), ROOT)
+    return green_pytest_seconds(preflight_argv(*mode), ROOT)
 
 
 def measure(nodes: int, repeats: int) -> dict[str, list[float]]:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import yaml
-from bench_timing import green_seconds
+from bench_timing import green_pytest_seconds
 
 from infergate.inventory import parse_inventory
 from infergate_lab import Lab
@@ -42,7 +42,7 @@ def bare_import(lab: Lab) -> float:
 
 def preflight(*args: str) -> float:
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
-    return green_seconds(argv, ROOT)
+    return green_pytest_seconds(argv, ROOT)
 
 
 FULL = ("-m", "preflight")
