@@ -44,7 +44,7 @@ lab-down: $(BIN)/.installed
 
 # Issue 16's table: every figure measured in one run (scripts/bench.py: the preflight at 2
 # and 16 nodes, the model hash against its limit, the fresh in-image probe against a bare
-# import), each beside its goal, PASS or MISS; about 6 minutes on the lab with its engine.
+# import), each beside its goal, PASS or MISS; about 2.5 minutes on the lab with its engine.
 bench: $(BIN)/.installed
 	$(BIN)/python scripts/bench.py
 

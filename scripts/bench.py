@@ -8,8 +8,8 @@ its own script measures (their docstrings say how): bench_preflight_image.py (th
 import of the engine and the full preflight with `--in-image fresh`; needs the lab's engine),
 bench_model_hash.py (full-tier SHA-256 against the node's limit, cold and warm, on node1),
 bench_preflight.py (the host-level preflight at 2 and 16 nodes, one process and `-n auto`;
-leaves the lab with 2 nodes). Medians of REPEATS rounds; a ratio is one of medians. About 6
-minutes with the defaults on a 2-core machine.
+leaves the lab with 2 nodes). Medians of REPEATS rounds; a ratio is one of medians. About 2.5
+minutes with the defaults on a 2-core machine, 3 to 4.5 with `--repeats 5`.
 """
 
 from __future__ import annotations
