@@ -13,8 +13,8 @@ Makes a model-like directory (GIB of random data in FILES shards plus a config) 
 node's model directory, then, for each of REPEATS rounds: drop the page cache, `cat` every
 file to /dev/null (raw sequential read); drop the page cache, hash every file with the
 preflight's own script in `full` mode. Both read from disk, cold, in the node over SSH as the
-suite runs. Then once with the page cache warm, and the cached re-check. Removes the
-directory at the end.
+suite runs; each drop is a call of its own, not timed. Then once with the page cache warm,
+and the cached re-check. Removes the directory at the end.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import argparse
 import shlex
 import statistics
 import time
+from dataclasses import dataclass
 
 from infergate.checks.model_hash import GB, hash_command, parse_model_hashes
 from infergate_lab import Lab
@@ -42,6 +43,13 @@ def timed(lab: Lab, node: str, command: str) -> float:
     start = time.perf_counter()
     on_node(lab, node, command)
     return time.perf_counter() - start
+
+
+def cold(lab: Lab, node: str, command: str) -> float:
+    """Seconds of COMMAND on NODE, the page cache dropped just before: the drop, and the
+    write-back of what was dirty (the model just made, in the first round), are not timed."""
+    on_node(lab, node, DROP_CACHES)
+    return timed(lab, node, command)
 
 
 def make_model(lab: Lab, node: str, gib: float, files: int) -> list[int]:
@@ -76,6 +84,69 @@ def limit(sizes: list[int], disk: float, cores: int, one_core: float) -> float:
     return min(disk, total / hashing_s)
 
 
+@dataclass(frozen=True)
+class Hashing:
+    """What one run measured on the node (seconds, bytes, bytes/s)."""
+
+    node: str
+    sizes: list[int]
+    cores: int
+    one_core: float  # one core's SHA-256 rate
+    raw: list[float]  # cold `cat` of every file, each round
+    hashed: list[float]  # cold full-tier hash, each round
+    warm_raw: float
+    warm_hash: float
+    recheck_s: float  # the cache-hit re-check of the unchanged model
+    recheck_hashed: int  # files it hashed again (none, when the cache holds)
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def cold_read(self) -> float:
+        return self.size / statistics.median(self.raw)
+
+    @property
+    def cold_hash(self) -> float:
+        return self.size / statistics.median(self.hashed)
+
+    @property
+    def cold_limit(self) -> float:
+        return limit(self.sizes, self.cold_read, self.cores, self.one_core)
+
+    @property
+    def cores_limit(self) -> float:
+        return limit(self.sizes, float("inf"), self.cores, self.one_core)
+
+    @property
+    def warm_limit(self) -> float:
+        return limit(self.sizes, self.size / self.warm_raw, self.cores, self.one_core)
+
+
+def measure(node: str, gib: float, files: int, repeats: int) -> Hashing:
+    """REPEATS cold rounds of `cat` and the full hash, then one warm of each and the re-check,
+    on a model-like directory of GIB in FILES made on NODE and removed after."""
+    lab = Lab()
+    cores, one_core = node_cpu(lab, node)
+    sizes = make_model(lab, node, gib, files)
+    raw_read = f"cat {BENCH_DIR}/* > /dev/null"
+    full, cached = hash_command(BENCH_DIR, "full"), hash_command(BENCH_DIR, "cached")
+    try:
+        raw, hashed = [], []
+        for _ in range(repeats):
+            raw.append(cold(lab, node, raw_read))
+            hashed.append(cold(lab, node, full))
+        warm_raw, warm_hash = timed(lab, node, raw_read), timed(lab, node, full)
+        start = time.perf_counter()
+        recheck = parse_model_hashes(on_node(lab, node, cached))
+        recheck_s = time.perf_counter() - start
+    finally:
+        on_node(lab, node, f"rm -rf {BENCH_DIR}")
+    return Hashing(node, sizes, cores, one_core, raw, hashed, warm_raw, warm_hash, recheck_s,
+                   recheck.hashed)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gib", type=float, default=4.0)
@@ -83,48 +154,30 @@ def main() -> None:
     parser.add_argument("--node", default="node1")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    lab, node = Lab(), args.node
-    cores, one_core = node_cpu(lab, node)
-    sizes = make_model(lab, node, args.gib, args.files)
-    raw_read = f"cat {BENCH_DIR}/* > /dev/null"
-    full, cached = hash_command(BENCH_DIR, "full"), hash_command(BENCH_DIR, "cached")
-    try:
-        raw, hashed = [], []
-        for _ in range(args.repeats):
-            raw.append(timed(lab, node, f"{DROP_CACHES}; {raw_read}"))
-            hashed.append(timed(lab, node, f"{DROP_CACHES}; {full}"))
-        warm_raw, warm_hash = timed(lab, node, raw_read), timed(lab, node, full)
-        start = time.perf_counter()
-        recheck = parse_model_hashes(on_node(lab, node, cached))
-        recheck_s = time.perf_counter() - start
-    finally:
-        on_node(lab, node, f"rm -rf {BENCH_DIR}")
-    size = sum(sizes)
-    r, h = statistics.median(raw), statistics.median(hashed)
-    cold, warm = (
-        limit(sizes, size / r, cores, one_core),
-        limit(sizes, size / warm_raw, cores, one_core),
-    )
-    print(f"\nmodel-like directory: {args.files} files, {size / 2**30:.1f} GiB, on {node}")
+    m = measure(args.node, args.gib, args.files, args.repeats)
+    size, r, h = m.size, statistics.median(m.raw), statistics.median(m.hashed)
+    cold, warm = m.cold_limit, m.warm_limit
+    print(f"\nmodel-like directory: {args.files} files, {size / 2**30:.1f} GiB, on {m.node}")
     print(
-        f"{node}: {cores} usable cores, one core's SHA-256 {one_core / GB:.2f} GB/s "
+        f"{m.node}: {m.cores} usable cores, one core's SHA-256 {m.one_core / GB:.2f} GB/s "
         "(512 MiB in memory, best of 3)"
     )
     print(f"cold (page cache dropped), median of {args.repeats}:")
     print(f"  raw sequential read (cat)  {r:6.2f} s  {size / r / GB:5.2f} GB/s")
     print(
         f"  limit: min(disk, cores)             {cold / GB:5.2f} GB/s  "
-        f"(cores alone: {limit(sizes, float('inf'), cores, one_core) / GB:.2f} GB/s)"
+        f"(cores alone: {m.cores_limit / GB:.2f} GB/s)"
     )
     print(f"  full-tier SHA-256          {h:6.2f} s  {size / h / GB:5.2f} GB/s")
     print(f"  SHA-256 / limit: {size / h / cold:.2f}x  (goal >= 0.9x); / raw read: {r / h:.2f}x")
     print(
-        f"warm (in page cache): raw {size / warm_raw / GB:.2f} GB/s, limit {warm / GB:.2f} GB/s, "
-        f"hashing {size / warm_hash / GB:.2f} GB/s ({size / warm_hash / warm:.2f}x the limit)"
+        f"warm (in page cache): raw {size / m.warm_raw / GB:.2f} GB/s, limit {warm / GB:.2f} "
+        f"GB/s, hashing {size / m.warm_hash / GB:.2f} GB/s ({size / m.warm_hash / warm:.2f}x "
+        "the limit)"
     )
     print(
-        f"cache-hit re-check of the unchanged model: {recheck_s * 1000:.0f} ms "
-        f"(hashed {recheck.hashed} files)"
+        f"cache-hit re-check of the unchanged model: {m.recheck_s * 1000:.0f} ms "
+        f"(hashed {m.recheck_hashed} files)"
     )
 
 

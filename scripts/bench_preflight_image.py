@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import yaml
-from bench_timing import green_seconds
+from bench_timing import green_pytest_seconds
 
 from infergate.inventory import parse_inventory
 from infergate_lab import Lab
@@ -42,7 +42,7 @@ def bare_import(lab: Lab) -> float:
 
 def preflight(*args: str) -> float:
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
-    return green_seconds(argv, ROOT)
+    return green_pytest_seconds(argv, ROOT)
 
 
 FULL = ("-m", "preflight")
@@ -56,18 +56,24 @@ RUNS = {
 }
 
 
+def measure(repeats: int, runs: dict[str, tuple[str, ...]] = RUNS) -> dict[str, list[float]]:
+    """Seconds of each round's bare import ("bare") and of each of RUNS, after a warm-up."""
+    lab = Lab()
+    bare_import(lab)  # warm-up: page cache of the image's files
+    preflight(*FULL)  # and the nodes' cache of the engine facts
+    rows: dict[str, list[float]] = {"bare": [], **{name: [] for name in runs}}
+    for _ in range(repeats):
+        rows["bare"].append(bare_import(lab))
+        for name, args in runs.items():
+            rows[name].append(preflight(*args))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     repeats = parser.parse_args().repeats
-    lab = Lab()
-    bare_import(lab)  # warm-up: page cache of the image's files
-    preflight(*FULL)  # and the nodes' cache of the engine facts
-    rows: dict[str, list[float]] = {"bare": [], **{name: [] for name in RUNS}}
-    for _ in range(repeats):
-        rows["bare"].append(bare_import(lab))
-        for name, args in RUNS.items():
-            rows[name].append(preflight(*args))
+    rows = measure(repeats)
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"\n2-node lab, {repeats} rounds, median seconds (min-max)")
     bare_label = "docker run IMAGE python3 -c 'import vllm' (node1)"

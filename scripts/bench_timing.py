@@ -1,12 +1,15 @@
-"""What the benchmarks share: one timed run of the suite, timed only when green; a process's
-CPU seconds as /proc says them."""
+"""What the benchmarks share: one timed run of the suite, timed only when green, its reports
+kept out of the project; a process's CPU seconds as /proc says them."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -19,6 +22,21 @@ def green_seconds(argv: list[str], cwd: Path) -> float:
         sys.exit(f"{' '.join(argv[:4])} in {cwd} failed, not timing a red run:\n"
                  f"{done.stdout[-3000:]}")  # fmt: skip
     return elapsed
+
+
+@contextmanager
+def report_dir_option() -> Iterator[str]:
+    """`--report-dir=` a temporary folder, removed on leaving: a timed run of the suite writes
+    its reports as every run does (the same work timed), but the project's reports/ is left
+    as the bench found it."""
+    with tempfile.TemporaryDirectory(prefix="infergate-bench-reports-") as reports:
+        yield f"--report-dir={reports}"
+
+
+def green_pytest_seconds(argv: list[str], cwd: Path) -> float:
+    """green_seconds of the pytest run ARGV, its reports in a temporary folder."""
+    with report_dir_option() as option:
+        return green_seconds([*argv, option], cwd)
 
 
 def proc_cpu_seconds(stat: str, reaped: bool = True) -> float:

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from bench_preflight import LAB_INVENTORY, lab_up, preflight_argv
-from bench_timing import proc_cpu_seconds
+from bench_timing import proc_cpu_seconds, report_dir_option
 
 from infergate.checks.disk_space import node_sections
 from infergate.checks.probe import parse_sections, plan_sections, probe_script
@@ -298,7 +298,8 @@ def run_preflight(cgroups: list[Path], profile: Path | None = None, pyc: Path | 
     if profile:
         argv[1:1] = ["-m", "cProfile", "-o", str(profile)]
     paths = [str(ROOT / "scripts"), *filter(None, [os.environ.get("PYTHONPATH")])]
-    with tempfile.NamedTemporaryFile(suffix=".json") as marks_file:
+    with tempfile.NamedTemporaryFile(suffix=".json") as marks_file, report_dir_option() as reports:
+        argv.append(reports)
         env = {**os.environ, MARKS_ENV: marks_file.name, "PYTHONPATH": os.pathsep.join(paths)}
         if pyc:
             env.pop(NO_PYC)
