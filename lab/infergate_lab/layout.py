@@ -8,7 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# With Docker, each node runs a dockerd and its containerd (about 100 MB and a share of the
+# 2 cores at rest), which bounds a lab on one machine; with sshd alone (`up --sshd-only`, the
+# host-level checks' lab) only the address plan does: node K is 10.251.0.(10+K) and
+# 10.252.0.(10+K) in their /24s, so K ends at 244 (.254).
 MAX_NODES = 16
+MAX_SSHD_ONLY_NODES = 254 - 10
 DEFAULT_NODES = 2
 DEFAULT_NODE_MEM_GIB = 6.0
 
@@ -41,7 +46,7 @@ CGROUP_ROOT = "infergate-lab"  # under every cgroup hierarchy's root
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """One lab node's names, addresses and paths, all derived from its index (1..16)."""
+    """One lab node's names, addresses and paths, all derived from its index (1..244)."""
 
     index: int
 
@@ -131,17 +136,24 @@ class NodeSpec:
         return self.data_dir / f"{service}.log"
 
 
-def node_specs(n: int) -> list[NodeSpec]:
-    if not 1 <= n <= MAX_NODES:
-        raise ValueError(f"the lab has 1 to {MAX_NODES} nodes, not {n}")
+def max_nodes(docker: bool) -> int:
+    return MAX_NODES if docker else MAX_SSHD_ONLY_NODES
+
+
+def node_specs(n: int, docker: bool = True) -> list[NodeSpec]:
+    """Nodes 1..n of a lab with Docker on every node, or with sshd alone (DOCKER false)."""
+    if not 1 <= n <= max_nodes(docker):
+        how = "with Docker" if docker else "with sshd only"
+        raise ValueError(f"the lab has 1 to {max_nodes(docker)} nodes {how}, not {n}")
     return [NodeSpec(i) for i in range(1, n + 1)]
 
 
 def spec_named(name: str) -> NodeSpec:
     """`node3` -> NodeSpec(3); a clear error for anything else."""
     digits = name.removeprefix("node")
-    if not (name.startswith("node") and digits.isdigit() and 1 <= int(digits) <= MAX_NODES):
-        raise ValueError(f"no lab node is called {name!r} (node1..node{MAX_NODES})")
+    top = MAX_SSHD_ONLY_NODES
+    if not (name.startswith("node") and digits.isdigit() and 1 <= int(digits) <= top):
+        raise ValueError(f"no lab node is called {name!r} (node1..node{top})")
     return NodeSpec(int(digits))
 
 

@@ -40,6 +40,9 @@ class FaultRecord:
 @dataclass
 class LabState:
     node_mem_gib: float
+    # False: every node runs sshd alone (`up --sshd-only`); a state file from before the
+    # choice existed has no key, and its lab ran Docker
+    docker: bool = True
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     netns: list[str] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
