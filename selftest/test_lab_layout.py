@@ -1,18 +1,20 @@
 """The lab's pure parts for its two modes (sshd and dockerd on every node, or sshd only): how
-many nodes each allows, the addresses and names of the largest lab, what each node runs, and
-how status judges a node. No lab needed."""
+many nodes each allows, the addresses and names of the largest lab, what each node runs, how
+status judges a node, and the kernel's neighbour table raised for a large lab (on files of
+the test's own). No lab needed."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
 from ipaddress import IPv4Network, ip_address
+from pathlib import Path
 
 import pytest
 import yaml
 
 from infergate_lab import layout as L
-from infergate_lab import render_inventory
+from infergate_lab import net, render_inventory
 from infergate_lab.services import node_services
 from infergate_lab.state import LabState, load
 from infergate_lab.status import NodeStatus, table
@@ -86,3 +88,32 @@ def test_a_node_of_a_docker_lab_without_dockerd_is_not_healthy():
     broken = status(docker=True, dockerd=False)
     assert not broken.healthy
     assert table([broken]).splitlines()[1].split()[5:7] == ["DOWN", "DOWN"]
+
+
+@pytest.fixture
+def thresholds(tmp_path, monkeypatch):
+    """The neighbour table's sysctls as files of their own, at the kernel's defaults; the
+    state is not saved (its file is the machine's lab's)."""
+    monkeypatch.setattr(L, "NEIGH_SYSCTL_DIR", tmp_path)
+    monkeypatch.setattr(LabState, "save", lambda self, path=None: None)
+    for name, value in {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024}.items():
+        (tmp_path / name).write_text(f"{value}\n")
+    return lambda: {p.name: int(p.read_text()) for p in sorted(tmp_path.iterdir())}
+
+
+def test_a_lab_of_16_fits_the_kernels_neighbour_table_as_it_is(thresholds):
+    state = LabState(6.0)
+    net.ensure_neighbour_room(state, 16)  # 272 entries
+    assert thresholds() == {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024}
+    assert state.sysctls == {}
+
+
+def test_a_lab_of_128_raises_the_neighbour_table_and_2_nodes_restore_it(thresholds):
+    state = LabState(6.0)
+    net.ensure_neighbour_room(state, 64)
+    net.ensure_neighbour_room(state, 128)  # 16,512 entries
+    assert thresholds() == {"gc_thresh1": 16512, "gc_thresh2": 33024, "gc_thresh3": 66048}
+    assert sorted(Path(p).name for p in state.sysctls) == ["gc_thresh1", "gc_thresh2", "gc_thresh3"]
+    net.ensure_neighbour_room(state, 2)
+    assert thresholds() == {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024}
+    assert state.sysctls == {}

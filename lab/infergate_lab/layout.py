@@ -136,6 +136,26 @@ class NodeSpec:
         return self.data_dir / f"{service}.log"
 
 
+# The kernel keeps one IPv4 neighbour (ARP) table for every network namespace together, and
+# past gc_thresh3 entries (1024 by default) it drops new ones ("neighbor table overflow"):
+# a lab of 64 nodes whose pings resolve every peer needs 64 x 63 of them.
+NEIGH_SYSCTL_DIR = Path("/proc/sys/net/ipv4/neigh/default")
+
+
+def neighbour_entries(n: int) -> int:
+    """ARP entries a lab of n nodes makes: each node's fabric peers, the host's entry for
+    each node's mgmt0 and each node's for the host."""
+    return n * (n - 1) + 2 * n
+
+
+def neighbour_thresholds(n: int) -> dict[str, int]:
+    """The table's thresholds that hold a lab of n nodes: no garbage collection below all of
+    its entries (gc_thresh1), and room to spare above them for the host's own (raised only
+    where the machine's gc_thresh2 is below the entries: net.ensure_neighbour_room)."""
+    entries = neighbour_entries(n)
+    return {"gc_thresh1": entries, "gc_thresh2": 2 * entries, "gc_thresh3": 4 * entries}
+
+
 def max_nodes(docker: bool) -> int:
     return MAX_NODES if docker else MAX_SSHD_ONLY_NODES
 
