@@ -8,9 +8,10 @@ projection to 256 and 1,024 nodes from the controller's cost per node.
 For each size: `up -n N --sshd-only` (timed), one warm-up run, then REPEATS runs of the
 preflight as bench_preflight runs it (profile_preflight.run_preflight: its wall and the CPU
 of pytest with its ssh clients, of the SSH masters and of the nodes' cgroups); the run of
-median wall is kept. With no dockerd, test_docker_engine_answers is red on every node: each
-run must have exactly those red, each saying the engine did not answer, and nothing else
-red (any other failure, error or crash stops the bench with the run's output). While the
+median wall is kept. With no dockerd, test_docker_engine_answers is red on every node, and
+from 64 nodes a few nodes' ping tests may be red for pings lost in the lab's overload: each
+run may have those red and nothing else (expected_reds; any other failure, error or crash
+stops the bench with the run's output), and the table counts both. While the
 runs go, the ssh clients in flight under pytest and pytest's open file descriptors are
 sampled every 50 ms. The lab is left with 2 nodes and Docker.
 
@@ -44,32 +45,39 @@ from infergate.fixtures.facts import FAN_OUT_CAP
 from infergate.plan_yaml import load_plan
 
 PROJECTED = (256, 1024)
-EXPECTED_RED = "test_docker_engine_answers"
+ENGINE_RED = re.compile(r"test_docker_engine_answers\[(node\d+)\]")
 ENGINE_DOWN = "no engine answered: Cannot connect to the Docker daemon"
+PING_RED = re.compile(r"test_fabric_peers_answer_ping\[node\d+\]")
+PING_LOST = re.compile(r"  - found node\d+ \(\S+\) answered [01] of 2 pings over ")
+NO_ENGINE, LOST = "no dockerd", "pings lost"
 _SECTION = re.compile(r"^_{3,} (\S+) _{3,}$", re.MULTILINE)
 _SUMMARY = re.compile(r"^=* ?(?P<counts>\d+ \w+.*) in [\d.]+s", re.MULTILINE)
-_NODE_RED = re.compile(rf"{EXPECTED_RED}\[(node\d+)\]")
 
 
-def docker_reds(returncode: int, output: str, nodes: int) -> int:
-    """The red tests of a run against the sshd-only lab, if each is the Docker engine's test
-    of one node saying its engine did not answer, every node once, and nothing else failed;
-    ValueError naming the first that is not."""
-    counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (\w+)", _summary(output)))
+def expected_reds(returncode: int, output: str, nodes: int) -> dict[str, int]:
+    """The red tests of a run against the sshd-only lab, by reason, if each is one of two:
+    the Docker engine's test of a node saying its engine did not answer (every node, once),
+    or a node's ping test whose every problem is a peer that lost pings (the lab's cores
+    running every node's pings at once: a ping not scheduled within its second is lost).
+    Nothing else may fail; ValueError naming the first that did."""
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (\w+)", _summary(output))}
     if returncode != 1 or set(counts) - {"passed", "failed", "skipped", "deselected"}:
         raise ValueError(f"exit status {returncode}, {counts}: not only failed tests")
-    reds = []
+    engines, lost = [], 0
     headers = list(_SECTION.finditer(output))
     for header, after in zip(headers, [*headers[1:], None], strict=True):
-        body = output[header.end() : after.start() if after else None]
-        red = _NODE_RED.fullmatch(header.group(1))
-        if red is None or ENGINE_DOWN not in body.split("\n=")[0]:
+        body = output[header.end() : after.start() if after else None].split("\n=")[0]
+        problems = [li for li in body.splitlines() if li.startswith("  - ")]
+        if (red := ENGINE_RED.fullmatch(header.group(1))) and ENGINE_DOWN in body:
+            engines.append(red.group(1))
+        elif PING_RED.fullmatch(header.group(1)) and all(map(PING_LOST.match, problems)):
+            lost += 1
+        else:
             raise ValueError(f"{header.group(1)} red for another reason: {body[:500]!r}")
-        reds.append(red.group(1))
     expected = [f"node{i}" for i in range(1, nodes + 1)]
-    if sorted(reds) != sorted(expected) or counts.get("failed") != nodes:
-        raise ValueError(f"red: {len(reds)} sections, {counts}; expected one per node ({nodes})")
-    return nodes
+    if sorted(engines) != sorted(expected) or counts.get("failed") != nodes + lost:
+        raise ValueError(f"red: {len(headers)} sections, {counts}; expected one per node")
+    return {NO_ENGINE: nodes, LOST: lost}
 
 
 def _summary(output: str) -> str:
@@ -176,8 +184,8 @@ def measure(nodes: int, repeats: int) -> Size:
     up_s = time.monotonic() - start
     cgroups = node_cgroups([n.name for n in load_plan(Path(LAB_INVENTORY)).nodes])
 
-    def judge(returncode: int, output: str) -> int:
-        return docker_reds(returncode, output, nodes)
+    def judge(returncode: int, output: str) -> dict[str, int]:
+        return expected_reds(returncode, output, nodes)
 
     run_preflight(cgroups, judge=judge)  # warm-up: the SSH masters, the page cache
     peaks = Peaks()
@@ -191,16 +199,17 @@ def measure(nodes: int, repeats: int) -> Size:
 def report(sizes: list[Size]) -> None:
     cores = os.cpu_count() or 1
     print(
-        "\n| nodes | `up` s | wall s, median (min-max) | tests (red) | controller CPU s | "
-        "of it masters | nodes CPU s | per node | ssh in flight | pytest fds | masters MiB | "
-        "memory in use GiB |"
+        "\n| nodes | `up` s | wall s, median (min-max) | tests (red: no dockerd, pings lost) | "
+        "controller CPU s | of it masters | nodes CPU s | per node | ssh in flight | "
+        "pytest fds | masters MiB | memory in use GiB |"
     )
     print("|---" * 12 + "|")  # fmt: skip
     for s in sizes:
         m, walls = s.median, [r.wall for r in s.runs]
         masters = m.cpu["controller: the SSH masters"]
         print(f"| {s.nodes} | {s.up_s:.0f} | {m.wall:.2f} ({min(walls):.2f}-{max(walls):.2f}) | "
-              f"{m.items} ({m.red}) | {s.controller_cpu:.2f} | {masters:.2f} | "
+              f"{m.items} ({m.red[NO_ENGINE]}, {m.red[LOST]}) | "
+              f"{s.controller_cpu:.2f} | {masters:.2f} | "
               f"{s.nodes_cpu:.2f} | {s.nodes_cpu / s.nodes * 1000:.0f} ms | {s.peaks.ssh} | "
               f"{s.peaks.fds} | {s.masters_mib:.0f} ({s.masters}) | "
               f"{s.memory_gib:.1f} |")  # fmt: skip

@@ -286,18 +286,18 @@ class Run:
     parts: dict[str, float]
     items: int
     cpu: dict[str, float]
-    red: int  # tests red, each for the reason the judge expects
+    red: dict[str, int]  # tests red by reason, each reason one the judge expects
 
 
-# Judges a finished run from its exit status and output: how many tests were red, all for an
-# expected reason; ValueError saying why otherwise (the run is then not timed)
-Judge = Callable[[int, str], int]
+# Judges a finished run from its exit status and output: how many tests were red, by reason,
+# every one expected; ValueError saying why otherwise (the run is then not timed)
+Judge = Callable[[int, str], dict[str, int]]
 
 
-def only_green(returncode: int, _: str) -> int:
+def only_green(returncode: int, _: str) -> dict[str, int]:
     if returncode != 0:
         raise ValueError(f"exit status {returncode}")
-    return 0
+    return {}
 
 
 def run_preflight(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from ipaddress import IPv4Network, ip_address
-from pathlib import Path
 
 import pytest
 import yaml
@@ -90,30 +89,39 @@ def test_a_node_of_a_docker_lab_without_dockerd_is_not_healthy():
     assert table([broken]).splitlines()[1].split()[5:7] == ["DOWN", "DOWN"]
 
 
+DEFAULTS = {
+    "ipv4/neigh/default/gc_thresh1": 128,
+    "ipv4/neigh/default/gc_thresh2": 512,
+    "ipv4/neigh/default/gc_thresh3": 1024,
+    "core/netdev_max_backlog": 1000,
+}
+
+
 @pytest.fixture
-def thresholds(tmp_path, monkeypatch):
-    """The neighbour table's sysctls as files of their own, at the kernel's defaults; the
-    state is not saved (its file is the machine's lab's)."""
-    monkeypatch.setattr(L, "NEIGH_SYSCTL_DIR", tmp_path)
+def sysctls(tmp_path, monkeypatch):
+    """The kernel settings a large lab raises, as files of their own at the kernel's
+    defaults; the state is not saved (its file is the machine's lab's)."""
+    monkeypatch.setattr(L, "SYSCTL_DIR", tmp_path)
     monkeypatch.setattr(LabState, "save", lambda self, path=None: None)
-    for name, value in {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024}.items():
-        (tmp_path / name).write_text(f"{value}\n")
-    return lambda: {p.name: int(p.read_text()) for p in sorted(tmp_path.iterdir())}
+    for key, value in DEFAULTS.items():
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_text(f"{value}\n")
+    return lambda: {key: int((tmp_path / key).read_text()) for key in DEFAULTS}
 
 
-def test_a_lab_of_16_fits_the_kernels_neighbour_table_as_it_is(thresholds):
+def test_a_lab_of_16_leaves_the_kernel_as_it_is(sysctls):
     state = LabState(6.0)
-    net.ensure_neighbour_room(state, 16)  # 272 entries
-    assert thresholds() == {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024}
+    net.ensure_kernel_room(state, 16)  # 272 ARP entries
+    assert sysctls() == DEFAULTS
     assert state.sysctls == {}
 
 
-def test_a_lab_of_128_raises_the_neighbour_table_and_2_nodes_restore_it(thresholds):
+def test_a_lab_of_128_raises_the_kernels_limits_and_2_nodes_restore_them(sysctls):
     state = LabState(6.0)
-    net.ensure_neighbour_room(state, 64)
-    net.ensure_neighbour_room(state, 128)  # 16,512 entries
-    assert thresholds() == {"gc_thresh1": 16512, "gc_thresh2": 33024, "gc_thresh3": 66048}
-    assert sorted(Path(p).name for p in state.sysctls) == ["gc_thresh1", "gc_thresh2", "gc_thresh3"]
-    net.ensure_neighbour_room(state, 2)
-    assert thresholds() == {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024}
+    net.ensure_kernel_room(state, 64)
+    net.ensure_kernel_room(state, 128)  # 16,512 ARP entries
+    assert list(sysctls().values()) == [16512, 33024, 66048, 16256]
+    assert state.sysctls == {key: str(value) for key, value in DEFAULTS.items()}
+    net.ensure_kernel_room(state, 2)
+    assert sysctls() == DEFAULTS
     assert state.sysctls == {}

@@ -84,7 +84,7 @@ class Lab:
         self._remove(state, gone)
         sshd.ensure_client_key()
         net.ensure_shared(state)
-        net.ensure_neighbour_room(state, n)
+        net.ensure_kernel_room(state, n)
         for spec in specs:
             self._ensure_node(state, spec)
         build.start_services(state, self.cgroups, specs, self.say)

@@ -136,10 +136,15 @@ class NodeSpec:
         return self.data_dir / f"{service}.log"
 
 
-# The kernel keeps one IPv4 neighbour (ARP) table for every network namespace together, and
-# past gc_thresh3 entries (1024 by default) it drops new ones ("neighbor table overflow"):
-# a lab of 64 nodes whose pings resolve every peer needs 64 x 63 of them.
-NEIGH_SYSCTL_DIR = Path("/proc/sys/net/ipv4/neigh/default")
+# Kernel settings a large lab needs, under /proc/sys/net. The kernel keeps one IPv4
+# neighbour (ARP) table for every network namespace together, and past gc_thresh3 entries
+# (1024 by default) it drops new ones ("neighbor table overflow"): a lab of 64 nodes whose
+# pings resolve every peer needs 64 x 63. And every frame between the lab's namespaces
+# passes a CPU's backlog (netdev_max_backlog, 1000 frames by default): at 128 nodes the
+# pings of a fan-out and the ARP requests the fabric bridge floods to every port overflowed
+# it (the drops column of /proc/net/softnet_stat), losing pings.
+SYSCTL_DIR = Path("/proc/sys/net")
+DEFAULT_GC_THRESH2 = 512
 
 
 def neighbour_entries(n: int) -> int:
@@ -148,12 +153,21 @@ def neighbour_entries(n: int) -> int:
     return n * (n - 1) + 2 * n
 
 
-def neighbour_thresholds(n: int) -> dict[str, int]:
-    """The table's thresholds that hold a lab of n nodes: no garbage collection below all of
-    its entries (gc_thresh1), and room to spare above them for the host's own (raised only
-    where the machine's gc_thresh2 is below the entries: net.ensure_neighbour_room)."""
+def kernel_room(n: int) -> dict[str, int]:
+    """The least each setting must be for a lab of n nodes, by its path under SYSCTL_DIR;
+    none while its ARP entries fit the kernel's default gc_thresh2: no garbage collection
+    below all of its entries (gc_thresh1), room to spare above them for the host's own,
+    and a backlog for a frame from every node to every peer."""
     entries = neighbour_entries(n)
-    return {"gc_thresh1": entries, "gc_thresh2": 2 * entries, "gc_thresh3": 4 * entries}
+    if entries <= DEFAULT_GC_THRESH2:
+        return {}
+    neigh = "ipv4/neigh/default/"
+    return {
+        f"{neigh}gc_thresh1": entries,
+        f"{neigh}gc_thresh2": 2 * entries,
+        f"{neigh}gc_thresh3": 4 * entries,
+        "core/netdev_max_backlog": n * (n - 1),
+    }
 
 
 def max_nodes(docker: bool) -> int:

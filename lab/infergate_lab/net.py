@@ -61,25 +61,25 @@ def ensure_shared(state: LabState) -> None:
     ip(L.FABRIC_NETNS, "link", "set", L.FABRIC_BRIDGE, "up")
 
 
-def ensure_neighbour_room(state: LabState, n: int) -> None:
-    """Raise the kernel's neighbour table thresholds where a lab of n nodes would pass the
-    machine's own gc_thresh2 (its values before recorded once); back to those when n fits
-    them again."""
-    paths = {name: str(L.NEIGH_SYSCTL_DIR / name) for name in L.neighbour_thresholds(n)}
-    before = state.sysctls or {p: Path(p).read_text().strip() for p in paths.values()}
-    if L.neighbour_entries(n) <= int(before[paths["gc_thresh2"]]):
+def ensure_kernel_room(state: LabState, n: int) -> None:
+    """Raise the kernel settings a lab of n nodes needs (layout.kernel_room) where they are
+    lower, their values before recorded once; back to those when the lab needs none."""
+    wanted = L.kernel_room(n)
+    if not wanted:
         restore_sysctls(state)
         return
+    paths = {key: L.SYSCTL_DIR / key for key in wanted}
+    before = state.sysctls or {key: p.read_text().strip() for key, p in paths.items()}
     state.sysctls = before
     state.save()  # recorded first: `down` restores them whatever happens next
-    for name, want in reversed(L.neighbour_thresholds(n).items()):  # gc_thresh3 first
-        Path(paths[name]).write_text(str(max(want, int(before[paths[name]]))))
+    for key, least in reversed(wanted.items()):  # gc_thresh3 before the two below it
+        paths[key].write_text(str(max(least, int(before[key]))))
 
 
 def restore_sysctls(state: LabState) -> None:
     """The kernel settings the lab raised, back to their values before (gc_thresh1 first)."""
-    for path, value in state.sysctls.items():
-        Path(path).write_text(value)
+    for key, value in state.sysctls.items():
+        (L.SYSCTL_DIR / key).write_text(value)
     state.sysctls = {}
     state.save()
 

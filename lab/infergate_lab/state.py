@@ -52,8 +52,8 @@ class LabState:
     shared_dirs: list[str] = field(default_factory=list)  # absent before; removed if empty
     faults: list[FaultRecord] = field(default_factory=list)
     installed: list[str] = field(default_factory=list)  # Debian packages; `down` keeps them
-    # kernel settings the lab raised (the neighbour table's, for a large lab), by their
-    # /proc/sys path: their values before, restored when no longer needed and by `down`
+    # kernel settings a large lab raised, by their path under /proc/sys/net: their values
+    # before, restored when no longer needed and by `down`
     sysctls: dict[str, str] = field(default_factory=dict)
 
     def node(self, name: str) -> NodeRecord:
