@@ -224,8 +224,12 @@ def report(sizes: list[Size]) -> None:
 
 
 def project(sizes: list[Size], cores: int) -> None:
-    """The controller's CPU by a linear fit; the wall on real nodes by its two bounds."""
-    fit = statistics.linear_regression([s.nodes for s in sizes], [s.controller_cpu for s in sizes])
+    """The controller's CPU by a linear fit, and from the largest size on at the cost per
+    node of its last step (the cost per node grows with the nodes: each node's pings and
+    their results grow with its peers); the wall on real nodes by its two bounds."""
+    nodes, cpus = [s.nodes for s in sizes], [s.controller_cpu for s in sizes]
+    fit = statistics.linear_regression(nodes, cpus)
+    step = (cpus[-1] - cpus[-2]) / (nodes[-1] - nodes[-2])
     small = sizes[0].median.parts
     ssh = sum(v for k, v in small.items() if "fan-out" in k or "SSH" in k)
     fixed = sum(small.values()) - ssh
@@ -233,18 +237,21 @@ def project(sizes: list[Size], cores: int) -> None:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     print(
         f"\ncontroller CPU = {fit.intercept:.2f} s + {fit.slope * 1000:.1f} ms x nodes "
-        f"(least squares over {', '.join(str(s.nodes) for s in sizes)} nodes)"
+        f"(least squares over {', '.join(map(str, nodes))} nodes); the last step's "
+        f"{step * 1000:.1f} ms per node from {nodes[-1]} on"
     )
     print(
         f"on real nodes: fixed {fixed:.2f} s + SSH waits {ssh:.2f} s per round of "
-        f"{FAN_OUT_CAP} in flight (the {sizes[0].nodes}-node run's); ulimit -n {soft}"
+        f"{FAN_OUT_CAP} in flight (the {nodes[0]}-node run's); ulimit -n {soft}"
     )
-    print("| nodes | controller CPU s | wall bound by its CPU, 2 / 16 cores | "
-          "by the fan-out | masters MiB |\n|---|---|---|---|---|")  # fmt: skip
+    print(f"| nodes | controller CPU s: fit / last step | wall bound by its CPU on {cores} "
+          "cores | on 16 cores | by the fan-out | masters MiB |")  # fmt: skip
+    print("|---" * 6 + "|")
     for n in PROJECTED:
-        cpu = fit.intercept + fit.slope * n
+        low, high = fit.intercept + fit.slope * n, cpus[-1] + step * (n - nodes[-1])
         rounds = fixed + ssh * math.ceil(n / FAN_OUT_CAP)
-        print(f"| {n} | {cpu:.1f} | {cpu / cores:.1f} / {cpu / 16:.1f} | {rounds:.1f} | "
+        print(f"| {n} | {low:.1f} / {high:.1f} | {low / cores:.1f} / {high / cores:.1f} | "
+              f"{low / 16:.1f} / {high / 16:.1f} | {rounds:.1f} | "
               f"{per_master * n:.0f} |")  # fmt: skip
 
 
