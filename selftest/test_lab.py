@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infergate.inventory import parse_inventory
-from infergate_lab import Lab, render_inventory
+from infergate_lab import Lab, LabError, render_inventory
 
 pytestmark = pytest.mark.lab
 
@@ -210,6 +210,8 @@ def test_sshd_only_runs_no_dockerd_and_up_brings_the_same_engines_back(lab):
     assert [s.pids.keys() for s in lab.status()] == [{"sshd"}] * 3
     assert docker_id(lab, "node1") == ""
     assert lab.ssh("node3", ["hostname"]).stdout.strip() == "node3"
+    with pytest.raises(LabError, match="docker-stop needs Docker"):
+        lab.apply_fault("docker-stop", "node1")  # its clear would start a dockerd
     lab.up(2)
     assert lab.runs_docker() is True
     assert all(s.healthy for s in lab.status()), lab.status()

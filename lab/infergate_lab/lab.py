@@ -162,6 +162,8 @@ class Lab:
     def apply_fault(self, kind: str, node: str, *args: str) -> FaultRecord:
         """Inject a fault for real (see faults.KINDS); recorded until clear_faults()."""
         spec, fault = self.spec(node), faults.kind(kind, list(args))
+        if fault.needs_docker and not self.state.docker:
+            raise LabError(f"{kind} needs Docker; the lab runs sshd only (`up` without it)")
         record = FaultRecord(kind, node, list(args), fault.apply(self, spec, list(args)))
         self.state.faults.append(record)
         self.state.save()
