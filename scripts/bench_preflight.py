@@ -24,8 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 LAB_INVENTORY = "/var/lib/infergate-lab/inventory.yaml"
 
 
-def lab_up(nodes: int) -> None:
-    subprocess.run([sys.executable, "-m", "infergate_lab", "up", "-n", str(nodes)], check=True)
+def lab_up(nodes: int, *flags: str) -> None:
+    """The lab at NODES, with FLAGS of `python -m infergate_lab up` (`--sshd-only`)."""
+    argv = [sys.executable, "-m", "infergate_lab", "up", "-n", str(nodes), *flags]
+    subprocess.run(argv, check=True)
 
 
 MODES = {"one process": (), "-n auto": ("-n", "auto")}

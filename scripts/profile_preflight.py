@@ -286,14 +286,31 @@ class Run:
     parts: dict[str, float]
     items: int
     cpu: dict[str, float]
+    red: dict[str, int]  # tests red by reason, each reason one the judge expects
 
 
-def run_preflight(cgroups: list[Path], profile: Path | None = None, pyc: Path | None = None) -> Run:
+# Judges a finished run from its exit status and output: how many tests were red, by reason,
+# every one expected; ValueError saying why otherwise (the run is then not timed)
+Judge = Callable[[int, str], dict[str, int]]
+
+
+def only_green(returncode: int, _: str) -> dict[str, int]:
+    if returncode != 0:
+        raise ValueError(f"exit status {returncode}")
+    return {}
+
+
+def run_preflight(
+    cgroups: list[Path],
+    profile: Path | None = None,
+    pyc: Path | None = None,
+    judge: Judge = only_green,
+) -> Run:
     """One warm run of the host-level preflight, with this module's marks; under cProfile
     into PROFILE if given (cProfile swallows pytest's exit status: only a plain run says
     whether it was green); with NO_PYC unset and its bytecode caches kept under PYC if given
     (PYTHONPYCACHEPREFIX, which pytest's rewritten modules follow too: the checkout is left
-    as it was)."""
+    as it was). JUDGE decides which red tests it may have (by default none)."""
     argv = preflight_argv("-p", "profile_preflight")
     if profile:
         argv[1:1] = ["-m", "cProfile", "-o", str(profile)]
@@ -314,8 +331,10 @@ def run_preflight(cgroups: list[Path], profile: Path | None = None, pyc: Path | 
         ended = time.time()
         proc.returncode = os.waitstatus_to_exitcode(status)
         proc.stdout.close()
-        if proc.returncode != 0:
-            sys.exit(f"{shlex.join(argv)} failed, not timing a red run:\n{output[-3000:]}")
+        try:
+            red = judge(proc.returncode, output)
+        except ValueError as e:
+            sys.exit(f"{shlex.join(argv)} failed ({e}), not timing it:\n{output[-3000:]}")
         said = json.loads(Path(marks_file.name).read_text())
     cpu = {
         "controller: pytest and its ssh clients": usage.ru_utime + usage.ru_stime,
@@ -324,7 +343,7 @@ def run_preflight(cgroups: list[Path], profile: Path | None = None, pyc: Path | 
     }
     marks = said["marks"]
     parts = breakdown(launched, marks, said["spans"], ended)
-    return Run(ended - launched, parts, int(marks["items"]), cpu)
+    return Run(ended - launched, parts, int(marks["items"]), cpu, red)
 
 
 def top_own_time(path: Path, count: int = 10) -> list[tuple[float, str]]:

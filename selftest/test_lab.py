@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infergate.inventory import parse_inventory
-from infergate_lab import Lab, render_inventory
+from infergate_lab import Lab, LabError, render_inventory
 
 pytestmark = pytest.mark.lab
 
@@ -200,6 +200,22 @@ def test_up_3_then_up_2_adds_then_removes_node3_cleanly(lab):
     assert subprocess.run(fab3, capture_output=True, timeout=10, check=False).returncode != 0
     assert not Path("/var/lib/infergate-lab/nodes/node3").exists()
     assert "10.251.0.13" not in Path("/var/lib/infergate-lab/ssh/known_hosts").read_text()
+
+
+def test_sshd_only_runs_no_dockerd_and_up_brings_the_same_engines_back(lab):
+    engine = docker_id(lab, "node1")
+    lab.up(3, docker=False)
+    assert lab.runs_docker() is False
+    assert [s.name for s in lab.status() if s.healthy] == ["node1", "node2", "node3"]
+    assert [s.pids.keys() for s in lab.status()] == [{"sshd"}] * 3
+    assert docker_id(lab, "node1") == ""
+    assert lab.ssh("node3", ["hostname"]).stdout.strip() == "node3"
+    with pytest.raises(LabError, match="docker-stop needs Docker"):
+        lab.apply_fault("docker-stop", "node1")  # its clear would start a dockerd
+    lab.up(2)
+    assert lab.runs_docker() is True
+    assert all(s.healthy for s in lab.status()), lab.status()
+    assert docker_id(lab, "node1") == engine  # its data root kept: the same engine, images
 
 
 def test_down_leaves_nothing_and_up_makes_it_again(lab):

@@ -1,6 +1,7 @@
 """The lab: N nodes on this machine, each with its own network, mount and UTS namespaces,
-memory cgroup, sshd and Docker engine, joined by a management network and a separate fabric
-link; faults injected into them for real. `python -m infergate_lab --help`; in Python:
+memory cgroup, sshd and Docker engine (or sshd alone: `up(n, docker=False)`), joined by a
+management network and a separate fabric link; faults injected into them for real.
+`python -m infergate_lab --help`; in Python:
 
     lab = Lab()
     lab.up(2)

@@ -11,7 +11,7 @@ from infergate_lab import engine
 from infergate_lab import layout as L
 from infergate_lab.engine_isa import measured_line
 from infergate_lab.faults import KINDS
-from infergate_lab.lab import Lab
+from infergate_lab.lab import Lab, mode_words
 from infergate_lab.shell import LabError
 from infergate_lab.status import table
 
@@ -20,7 +20,14 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m infergate_lab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="make the lab, or bring it to N nodes (idempotent)")
-    up.add_argument("-n", "--nodes", type=int, default=L.DEFAULT_NODES, help="1..16")
+    nodes_help = f"1..{L.MAX_NODES}; 1..{L.MAX_SSHD_ONLY_NODES} with --sshd-only"
+    up.add_argument("-n", "--nodes", type=int, default=L.DEFAULT_NODES, help=nodes_help)
+    up.add_argument(
+        "--sshd-only",
+        action="store_true",
+        help="no dockerd on the nodes (stopped where it ran): enough for the host-level "
+        "checks; `up` without it brings Docker back",
+    )
     up.add_argument("--node-mem-gib", type=float, default=L.DEFAULT_NODE_MEM_GIB)
     sub.add_parser("down", help="remove everything the lab made")
     sub.add_parser("status", help="per node health; exit 1 unless all healthy")
@@ -48,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         if args.command == "up":
-            lab.up(args.nodes, args.node_mem_gib)
+            lab.up(args.nodes, args.node_mem_gib, docker=not args.sshd_only)
         elif args.command == "down":
             lab.down()
         elif args.command == "status":
@@ -76,6 +83,7 @@ def _status(lab: Lab) -> int:
     if not statuses:
         print("no lab on this machine")
         return 1
+    print(f"mode: {mode_words(lab.runs_docker() is not False)}")
     print(table(statuses))
     print(measured_line())
     return 0 if all(s.healthy for s in statuses) else 1

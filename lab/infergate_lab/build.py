@@ -29,7 +29,8 @@ def ensure_node(spec: NodeSpec, state: LabState, cgroups: Cgroups) -> None:
     rec.cgroups += [str(d) for d in made]
     state.save()
     sshd.ensure_node_files(spec)
-    docker.ensure_node_files(spec)
+    if state.docker:
+        docker.ensure_node_files(spec)
 
 
 class RebuildNode(Exception):
@@ -41,7 +42,16 @@ class RebuildNode(Exception):
 
 
 def start_services(state: LabState, cgroups: Cgroups, specs: list[NodeSpec], say: Say) -> None:
-    started = services.start(state, cgroups, specs, services.SERVICES)
+    """Every node runs what the lab's mode asks, no more: a lab switched to sshd only stops
+    the dockerd its nodes ran (their data roots stay, so switching back finds the images)."""
+    if not state.docker:
+        for spec in specs:
+            if services.running(state, spec, "dockerd"):
+                services.stop_service(state, spec, "dockerd")
+                say(f"{spec.name}: stopped dockerd (the lab runs sshd only)")
+            state.node(spec.name).procs.pop("dockerd", None)
+        state.save()
+    started = services.start(state, cgroups, specs, services.node_services(state.docker))
     services.wait_ready(state, started)
     for spec, name in started:
         say(f"{spec.name}: started {name} (pid {state.node(spec.name).procs[name].pid})")

@@ -22,6 +22,9 @@ class FaultKind:
     help: str
     apply: Callable[[Lab, NodeSpec, list[str]], Undo]
     clear: Callable[[Lab, NodeSpec, Undo], None]
+    # it drives the node's dockerd or images: refused in a lab of sshd only, where its clear
+    # would start a dockerd the lab does not run
+    needs_docker: bool = False
 
 
 def end_process(lab: Lab, spec: NodeSpec, undo: Undo) -> None:

@@ -163,6 +163,7 @@ KINDS: dict[str, FaultKind] = {
             "the node's dockerd stopped",
             _stopper("dockerd"),
             _starter("dockerd"),
+            needs_docker=True,
         ),
         FaultKind(
             "foreign-container",
@@ -170,6 +171,7 @@ KINDS: dict[str, FaultKind] = {
             "a container on the node holds GIB",
             _foreign_container,
             _remove_container,
+            needs_docker=True,
         ),
         *faults_plan.KINDS,
         *faults_disk.KINDS,

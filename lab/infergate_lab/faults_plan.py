@@ -142,7 +142,8 @@ KINDS = (
     FaultKind("shard-corrupt", ("FILE",), "one byte of FILE under /srv/models flipped, size "
               "and mtime kept", _shard_corrupt, _shard_mend),
     FaultKind("image-missing", ("REF",), "the image REF untagged on the node",
-              lambda lab, spec, args: _image_away(lab, spec, args[0]), _image_back),
+              lambda lab, spec, args: _image_away(lab, spec, args[0]), _image_back,
+              needs_docker=True),
     FaultKind("image-different", ("REF",), "REF points at another image on the node",
-              _image_different, _image_back),
+              _image_different, _image_back, needs_docker=True),
 )  # fmt: skip

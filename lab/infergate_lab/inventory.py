@@ -119,7 +119,7 @@ VARIANTS = {
 def render_inventory(n: int, variant: str = "smollm2-pp") -> str:
     """The inventory of the lab's nodes 1..n: node1 is the head, the rest are workers;
     VARIANT picks the model and its parallel layout."""
-    specs = L.node_specs(n)
+    specs = L.node_specs(n, docker=False)  # the plan is the same with or without Docker
     nodes = "".join(
         _NODE.format(
             name=s.name,

@@ -27,6 +27,10 @@ def _quiet(_: str) -> None:
     pass
 
 
+def mode_words(docker: bool) -> str:
+    return "sshd and dockerd on every node" if docker else "sshd only (no dockerd, no image)"
+
+
 class Lab:
     """The lab on this machine (root needed to change it).
 
@@ -54,15 +58,24 @@ class Lab:
         self._state = load()
         return self.state
 
-    def up(self, n: int = L.DEFAULT_NODES, node_mem_gib: float = L.DEFAULT_NODE_MEM_GIB) -> None:
-        """Make (or complete, or resize to) a lab of n nodes; changes nothing if it is so."""
-        specs = L.node_specs(n)
+    def up(
+        self,
+        n: int = L.DEFAULT_NODES,
+        node_mem_gib: float = L.DEFAULT_NODE_MEM_GIB,
+        docker: bool = True,
+    ) -> None:
+        """Make (or complete, or resize to) a lab of n nodes, each with sshd and dockerd, or
+        sshd alone (DOCKER false); changes nothing if it is so."""
+        specs = L.node_specs(n, docker)
         installed = ensure_packages()
         if installed:
             self.say(f"installed {' '.join(installed)}")
         state = self._state = load() or LabState(node_mem_gib)
         state.installed += installed
         state.node_mem_gib = node_mem_gib
+        if state.docker != docker:
+            self.say(f"lab mode: {mode_words(state.docker)} -> {mode_words(docker)}")
+        state.docker = docker
         namespaces.ensure_dirs(state)
         state.cgroups += [str(d) for d in self.cgroups.create_root()]
         if state.faults:
@@ -71,11 +84,12 @@ class Lab:
         self._remove(state, gone)
         sshd.ensure_client_key()
         net.ensure_shared(state)
+        net.ensure_kernel_room(state, n)
         for spec in specs:
             self._ensure_node(state, spec)
         build.start_services(state, self.cgroups, specs, self.say)
         build.write_client_files(specs)
-        self.say(f"lab up: {n} node(s), inventory {L.INVENTORY_FILE}")
+        self.say(f"lab up: {n} node(s), {mode_words(docker)}, inventory {L.INVENTORY_FILE}")
 
     def _ensure_node(self, state: LabState, spec: NodeSpec) -> None:
         before = asdict(state.node(spec.name))
@@ -121,6 +135,11 @@ class Lab:
         teardown.remove_shared(state)
         self.say("lab down")
 
+    def runs_docker(self) -> bool | None:
+        """Whether the lab's nodes run dockerd (False: sshd only); None: no lab."""
+        state = load()
+        return None if state is None else state.docker
+
     def status(self) -> list[NodeStatus]:
         state = load()
         if state is None:
@@ -143,6 +162,8 @@ class Lab:
     def apply_fault(self, kind: str, node: str, *args: str) -> FaultRecord:
         """Inject a fault for real (see faults.KINDS); recorded until clear_faults()."""
         spec, fault = self.spec(node), faults.kind(kind, list(args))
+        if fault.needs_docker and not self.state.docker:
+            raise LabError(f"{kind} needs Docker; the lab runs sshd only (`up` without it)")
         record = FaultRecord(kind, node, list(args), fault.apply(self, spec, list(args)))
         self.state.faults.append(record)
         self.state.save()

@@ -8,7 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# With Docker, each node runs a dockerd and its containerd (about 100 MB and a share of the
+# 2 cores at rest), which bounds a lab on one machine; with sshd alone (`up --sshd-only`, the
+# host-level checks' lab) only the address plan does: node K is 10.251.0.(10+K) and
+# 10.252.0.(10+K) in their /24s, so K ends at 244 (.254).
 MAX_NODES = 16
+MAX_SSHD_ONLY_NODES = 254 - 10
 DEFAULT_NODES = 2
 DEFAULT_NODE_MEM_GIB = 6.0
 
@@ -41,7 +46,7 @@ CGROUP_ROOT = "infergate-lab"  # under every cgroup hierarchy's root
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """One lab node's names, addresses and paths, all derived from its index (1..16)."""
+    """One lab node's names, addresses and paths, all derived from its index (1..244)."""
 
     index: int
 
@@ -131,17 +136,58 @@ class NodeSpec:
         return self.data_dir / f"{service}.log"
 
 
-def node_specs(n: int) -> list[NodeSpec]:
-    if not 1 <= n <= MAX_NODES:
-        raise ValueError(f"the lab has 1 to {MAX_NODES} nodes, not {n}")
+# Kernel settings a large lab needs, under /proc/sys/net. The kernel keeps one IPv4
+# neighbour (ARP) table for every network namespace together, and past gc_thresh3 entries
+# (1024 by default) it drops new ones ("neighbor table overflow"): a lab of 64 nodes whose
+# pings resolve every peer needs 64 x 63. And every frame between the lab's namespaces
+# passes a CPU's backlog (netdev_max_backlog, 1000 frames by default): at 128 nodes the
+# pings of a fan-out and the ARP requests the fabric bridge floods to every port overflowed
+# it (the drops column of /proc/net/softnet_stat), losing pings.
+SYSCTL_DIR = Path("/proc/sys/net")
+DEFAULT_GC_THRESH2 = 512
+
+
+def neighbour_entries(n: int) -> int:
+    """ARP entries a lab of n nodes makes: each node's fabric peers, the host's entry for
+    each node's mgmt0 and each node's for the host."""
+    return n * (n - 1) + 2 * n
+
+
+def kernel_room(n: int) -> dict[str, int]:
+    """The least each setting must be for a lab of n nodes, by its path under SYSCTL_DIR;
+    none while its ARP entries fit the kernel's default gc_thresh2: no garbage collection
+    below all of its entries (gc_thresh1), room to spare above them for the host's own,
+    and a backlog for a frame from every node to every peer."""
+    entries = neighbour_entries(n)
+    if entries <= DEFAULT_GC_THRESH2:
+        return {}
+    neigh = "ipv4/neigh/default/"
+    return {
+        f"{neigh}gc_thresh1": entries,
+        f"{neigh}gc_thresh2": 2 * entries,
+        f"{neigh}gc_thresh3": 4 * entries,
+        "core/netdev_max_backlog": n * (n - 1),
+    }
+
+
+def max_nodes(docker: bool) -> int:
+    return MAX_NODES if docker else MAX_SSHD_ONLY_NODES
+
+
+def node_specs(n: int, docker: bool = True) -> list[NodeSpec]:
+    """Nodes 1..n of a lab with Docker on every node, or with sshd alone (DOCKER false)."""
+    if not 1 <= n <= max_nodes(docker):
+        how = "with Docker" if docker else "with sshd only"
+        raise ValueError(f"the lab has 1 to {max_nodes(docker)} nodes {how}, not {n}")
     return [NodeSpec(i) for i in range(1, n + 1)]
 
 
 def spec_named(name: str) -> NodeSpec:
     """`node3` -> NodeSpec(3); a clear error for anything else."""
     digits = name.removeprefix("node")
-    if not (name.startswith("node") and digits.isdigit() and 1 <= int(digits) <= MAX_NODES):
-        raise ValueError(f"no lab node is called {name!r} (node1..node{MAX_NODES})")
+    top = MAX_SSHD_ONLY_NODES
+    if not (name.startswith("node") and digits.isdigit() and 1 <= int(digits) <= top):
+        raise ValueError(f"no lab node is called {name!r} (node1..node{top})")
     return NodeSpec(int(digits))
 
 

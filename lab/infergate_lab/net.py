@@ -61,6 +61,29 @@ def ensure_shared(state: LabState) -> None:
     ip(L.FABRIC_NETNS, "link", "set", L.FABRIC_BRIDGE, "up")
 
 
+def ensure_kernel_room(state: LabState, n: int) -> None:
+    """Raise the kernel settings a lab of n nodes needs (layout.kernel_room) where they are
+    lower, their values before recorded once; back to those when the lab needs none."""
+    wanted = L.kernel_room(n)
+    if not wanted:
+        restore_sysctls(state)
+        return
+    paths = {key: L.SYSCTL_DIR / key for key in wanted}
+    before = state.sysctls or {key: p.read_text().strip() for key, p in paths.items()}
+    state.sysctls = before
+    state.save()  # recorded first: `down` restores them whatever happens next
+    for key, least in reversed(wanted.items()):  # gc_thresh3 before the two below it
+        paths[key].write_text(str(max(least, int(before[key]))))
+
+
+def restore_sysctls(state: LabState) -> None:
+    """The kernel settings the lab raised, back to their values before (gc_thresh1 first)."""
+    for key, value in state.sysctls.items():
+        (L.SYSCTL_DIR / key).write_text(value)
+    state.sysctls = {}
+    state.save()
+
+
 def ensure_node(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
     """The node's namespace and its two links, addressed and up."""
     if _add_netns(spec.netns):

@@ -1,5 +1,6 @@
-"""A node's long-lived services, sshd and dockerd: started in the node's namespaces and
-cgroup, many nodes at once, and waited for together under one deadline."""
+"""A node's long-lived services, sshd and (unless the lab runs sshd only) dockerd: started in
+the node's namespaces and cgroup, many nodes at once, and waited for together under one
+deadline."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ SERVICES = {
     "sshd": Service("sshd", sshd.argv, sshd.port_open, "port 22 open"),
     "dockerd": Service("dockerd", docker.argv, docker.answers, "API answering /_ping"),
 }
+
+
+def node_services(docker: bool) -> tuple[str, ...]:
+    """What every node runs: sshd, and dockerd in a lab with Docker."""
+    return ("sshd", "dockerd") if docker else ("sshd",)
 
 
 def running(state: LabState, spec: NodeSpec, name: str) -> Proc | None:

@@ -40,6 +40,9 @@ class FaultRecord:
 @dataclass
 class LabState:
     node_mem_gib: float
+    # False: every node runs sshd alone (`up --sshd-only`); a state file from before the
+    # choice existed has no key, and its lab ran Docker
+    docker: bool = True
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     netns: list[str] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
@@ -49,6 +52,9 @@ class LabState:
     shared_dirs: list[str] = field(default_factory=list)  # absent before; removed if empty
     faults: list[FaultRecord] = field(default_factory=list)
     installed: list[str] = field(default_factory=list)  # Debian packages; `down` keeps them
+    # kernel settings a large lab raised, by their path under /proc/sys/net: their values
+    # before, restored when no longer needed and by `down`
+    sysctls: dict[str, str] = field(default_factory=dict)
 
     def node(self, name: str) -> NodeRecord:
         return self.nodes.setdefault(name, NodeRecord(name))

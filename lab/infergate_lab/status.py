@@ -1,5 +1,6 @@
 """What each node is doing now, read from the machine (the state file only says what to
-look at): namespace present, sshd alive and port 22 open, dockerd alive and answering."""
+look at): namespace present, sshd alive and port 22 open, dockerd alive and answering where
+the lab runs Docker."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class NodeStatus:
     netns: bool
     sshd: bool  # the recorded sshd process is alive
     port22: bool
+    docker: bool  # the lab runs dockerd on its nodes (False: sshd only)
     dockerd: bool
     docker_answers: bool
     faults: tuple[str, ...]  # "mtu 1400", ...
@@ -27,8 +29,8 @@ class NodeStatus:
     @property
     def healthy(self) -> bool:
         """Everything up and no fault injected."""
-        parts = (self.netns, self.sshd, self.port22, self.dockerd, self.docker_answers)
-        return all(parts) and not self.faults
+        engine = (self.dockerd, self.docker_answers) if self.docker else ()
+        return all((self.netns, self.sshd, self.port22, *engine)) and not self.faults
 
 
 def node_status(state: LabState, spec: NodeSpec) -> NodeStatus:
@@ -39,15 +41,17 @@ def node_status(state: LabState, spec: NodeSpec) -> NodeStatus:
         netns=net.netns_exists(spec.netns),
         sshd=running(state, spec, "sshd") is not None,
         port22=sshd.port_open(spec),
+        docker=state.docker,
         dockerd=running(state, spec, "dockerd") is not None,
-        docker_answers=docker.answers(spec),
+        docker_answers=state.docker and docker.answers(spec),
         faults=faults,
         pids={k: p.pid for k, p in state.node(spec.name).procs.items() if p.alive()},
     )
 
 
 def table(statuses: list[NodeStatus]) -> str:
-    """One row per node; a service column shows its pid, or DOWN."""
+    """One row per node; a service column shows its pid, or DOWN; dockerd's columns show `-`
+    in a lab of sshd only."""
 
     def ok(flag: bool) -> str:
         return "ok" if flag else "DOWN"
@@ -57,7 +61,8 @@ def table(statuses: list[NodeStatus]) -> str:
 
     rows = [("node", "address", "netns", "sshd", ":22", "dockerd", "api", "faults")]
     for s in statuses:
-        services = (pid(s, "sshd"), ok(s.port22), pid(s, "dockerd"), ok(s.docker_answers))
+        engine = (pid(s, "dockerd"), ok(s.docker_answers)) if s.docker else ("-", "-")
+        services = (pid(s, "sshd"), ok(s.port22), *engine)
         rows.append((s.name, s.address, ok(s.netns), *services, ", ".join(s.faults) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)

@@ -84,6 +84,7 @@ def _rmtree(path: Path) -> None:
 
 def remove_shared(state: LabState) -> None:
     """The lab-wide pieces, after every node is gone."""
+    net.restore_sysctls(state)
     for link in reversed(state.links):
         net.delete_link(link)
     for ns in reversed(state.netns):
