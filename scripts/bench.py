@@ -7,9 +7,12 @@ Runs, one after the other in this process, the three benches the figures come fr
 its own script measures (their docstrings say how): bench_preflight_image.py (the bare
 import of the engine and the full preflight with `--in-image fresh`; needs the lab's engine),
 bench_model_hash.py (full-tier SHA-256 against the node's limit, cold and warm, on node1),
-bench_preflight.py (the host-level preflight at 2 and 16 nodes, one process and `-n auto`;
-leaves the lab with 2 nodes). Medians of REPEATS rounds; a ratio is one of medians. About 2.5
-minutes with the defaults on a 2-core machine, 3 to 4.5 with `--repeats 5`.
+bench_preflight.py (the host-level preflight at 2 and 16 nodes, one process and `-n auto`),
+bench_scale.py at 2 and 16 nodes (the controller's CPU for the same preflight, on the lab with
+sshd alone on each node: the lab's nodes share this machine's cores, so the wall ratio above
+is mostly theirs; the controller's is what a cluster of real nodes would cost it). The lab is
+left with 2 nodes and Docker. Medians of REPEATS rounds; a ratio is one of medians. About 3.5
+minutes with the defaults on a 2-core machine, 4 to 5.5 with `--repeats 5`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 import bench_model_hash
 import bench_preflight
 import bench_preflight_image
+import bench_scale
 from bench_model_hash import Hashing
 from bench_preflight import Times
 
@@ -86,8 +90,17 @@ def hash_row(what: str, rates: tuple[float, float, float, float], goal: Goal) ->
 FRESH = "full preflight, `--in-image fresh` / bare `docker run IMAGE python3 -c 'import vllm'`"
 
 
-def rows(preflight: dict[int, Times], h: Hashing, image: dict[str, list[float]]) -> list[Row]:
-    """The table's rows from what the three benches measured, in the issue's order."""
+CONTROLLER = "controller CPU (pytest, its ssh clients, the masters), 16 nodes / 2 nodes"
+
+
+def rows(
+    preflight: dict[int, Times],
+    controller: dict[int, float],
+    h: Hashing,
+    image: dict[str, list[float]],
+) -> list[Row]:
+    """The table's rows from what the benches measured, in the issue's order; CONTROLLER:
+    the controller's CPU seconds by lab size, beside the wall ratio it explains."""
     one = {n: times["one process"] for n, times in preflight.items()}
     auto = {n: times["-n auto"] for n, times in preflight.items()}
     cold = (h.cold_hash, h.cold_limit, h.cold_read, h.cores_limit)
@@ -96,6 +109,7 @@ def rows(preflight: dict[int, Times], h: Hashing, image: dict[str, list[float]])
     return [
         seconds_row("host-level preflight, 2 nodes, one process", one[2], at_most(5.0, "<= 5 s")),
         ratio_row("16 nodes / 2 nodes, one process", one[16], one[2], at_most(1.5, "<= 1.5x")),
+        ratio_row(CONTROLLER, [controller[16]], [controller[2]], at_most(1.5, "<= 1.5x")),
         ratio_row("`-n auto` / one process, 2 nodes", auto[2], one[2], no_slower),
         ratio_row("`-n auto` / one process, 16 nodes", auto[16], one[16], no_slower),
         hash_row("full SHA-256 / the limit, cold", cold, at_least(0.9, ">= 0.9x")),
@@ -129,10 +143,14 @@ def main() -> None:
     image = bench_preflight_image.measure(args.repeats, fresh)
     hashing = bench_model_hash.measure("node1", args.gib, args.files, args.repeats)
     preflight = bench_preflight.measure(args.repeats)
+    try:
+        controller = {n: bench_scale.measure(n, args.repeats).controller_cpu for n in (2, 16)}
+    finally:
+        bench_preflight.lab_up(2)
     cpu = machine(Path("/proc/cpuinfo").read_text(), os.cpu_count() or 1)
     print(f"\nmedians of {args.repeats}; model hash: {args.files} files, {args.gib:g} GiB, "
           f"on node1; this machine: {cpu}\n")  # fmt: skip
-    print(table(rows(preflight, hashing, image)))
+    print(table(rows(preflight, controller, hashing, image)))
 
 
 if __name__ == "__main__":

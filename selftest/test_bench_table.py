@@ -15,6 +15,7 @@ PREFLIGHT = {  # seconds of each run, by lab size and mode
     16: {"one process": [3.0, 3.1, 2.9], "-n auto": [2.8, 2.9, 3.0]},
 }
 IMAGE = {"bare": [4.0, 4.4, 4.2], "full, fresh": [7.0, 5.0, 6.0]}
+CONTROLLER = {2: 0.86, 16: 1.16}  # CPU seconds
 
 
 @pytest.fixture
@@ -49,11 +50,12 @@ def test_a_goal_holds_at_its_bound_and_a_reported_row_has_no_verdict(bench):
 
 
 def test_every_row_of_the_issue_is_measured_and_judged_in_its_order(bench, hashing):
-    rows = bench.rows(PREFLIGHT, hashing, IMAGE)
+    rows = bench.rows(PREFLIGHT, CONTROLLER, hashing, IMAGE)
     judged = [(r.what, r.measured, r.goal.text, r.goal.verdict(r.value)) for r in rows]
     assert judged == [
         ("host-level preflight, 2 nodes, one process", "1.30 s", "<= 5 s", "PASS"),
         ("16 nodes / 2 nodes, one process", "3.00 / 1.30 s = 2.31x", "<= 1.5x", "MISS"),
+        (bench.CONTROLLER, "1.16 / 0.86 s = 1.35x", "<= 1.5x", "PASS"),
         ("`-n auto` / one process, 2 nodes", "2.10 / 1.30 s = 1.62x", "<= 1.0x (no slower)",
          "MISS"),
         ("`-n auto` / one process, 16 nodes", "2.90 / 3.00 s = 0.97x", "<= 1.0x (no slower)",
@@ -67,9 +69,9 @@ def test_every_row_of_the_issue_is_measured_and_judged_in_its_order(bench, hashi
 
 
 def test_the_table_is_markdown_with_the_verdict_last(bench, hashing):
-    lines = bench.table(bench.rows(PREFLIGHT, hashing, IMAGE)).splitlines()
+    lines = bench.table(bench.rows(PREFLIGHT, CONTROLLER, hashing, IMAGE)).splitlines()
     assert lines[:2] == ["| what | measured | goal | met |", "| --- | --- | --- | --- |"]
-    assert len(lines) == 2 + 7
+    assert len(lines) == 2 + 8
     assert lines[2] == "| host-level preflight, 2 nodes, one process | 1.30 s | <= 5 s | PASS |"
     assert all(line.count(" | ") == 3 for line in lines)
 
