@@ -256,6 +256,9 @@ def test_every_gate_deadline_comes_from_the_thresholds(path: Path, kind: str) ->
 
 # Real lines, each from the source its comment names
 FATAL_LINES = [
+    # rank 0 of a two-node TP 2 launch in the lab without SGLANG_HOST_IP (SGLang 0.5.23)
+    ("sglang", "[2026-12-01 21:35:09 TP0] Can not get local ip by remote",
+     "an SGLang rank found no address"),
     # sglang #4116 form: SGLang's argparse on a vLLM flag
     ("sglang", "launch_server.py: error: unrecognized arguments: --language-model-only",
      "the engine rejected a flag"),
