@@ -231,7 +231,7 @@ def main_sglang(lab: Lab, nodes: list[str] | None) -> int:
     clock = Clock(print, dict(ready.timings))
     node = ready.nodes[0]
     argv = ["docker", "run", "--rm", "--network", "none", ready.image, "sh", "-c", SGLANG_PROOF]
-    with clock.lap(f"launch_server --help and server import on {node}"):
+    with clock.lap(f"sglang proof on {node}"):
         version = lab.node_exec(node, argv, timeout=300).stdout.strip()
     print(f"{node}: sglang {version}: `launch_server --help` parses, its HTTP server imports")
     size = f"{ready.image_size_bytes / 1e9:.2f} GB"
