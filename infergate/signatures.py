@@ -45,6 +45,16 @@ CATALOGUE = (
               "pin GLOO_SOCKET_IFNAME to the fabric interface in engine.env (sglang #3226), then "
               "`pytest -m preflight -k 'fabric or pinning'`",
               frozenset({"sglang"}), ("engine.env.GLOO_SOCKET_IFNAME",)),
+    # utils/network.py get_local_ip_auto (0.5.23): no SGLANG_HOST_IP, no route to 8.8.8.8,
+    # no hostname address; shm_broadcast.py then announces its queue at 0.0.0.0 to the other
+    # nodes, and both ranks hang after "Init parallel begin." (seen in the lab, which has no
+    # default route; with SGLANG_HOST_IP set the same launch serves)
+    Signature("sglang-no-host-ip", r"Can not get local ip by remote",
+              "an SGLang rank found no address of its own to announce: the other nodes dial "
+              "0.0.0.0 and distributed init hangs",
+              'set SGLANG_HOST_IP: "{fabric_ip}" in engine.env, then '
+              "`pytest -m preflight -k pinning`",
+              frozenset({"sglang"}), ("engine.env.SGLANG_HOST_IP",)),
     Signature("sglang-scheduler-died", r"Scheduler hit an exception",
               "an SGLang scheduler (one TP rank) died",
               "read the error lines above it; the evidence directory holds the full logs",

@@ -256,6 +256,9 @@ def test_every_gate_deadline_comes_from_the_thresholds(path: Path, kind: str) ->
 
 # Real lines, each from the source its comment names
 FATAL_LINES = [
+    # rank 0 of a two-node TP 2 launch in the lab without SGLANG_HOST_IP (SGLang 0.5.23)
+    ("sglang", "[2026-12-01 21:35:09 TP0] Can not get local ip by remote",
+     "an SGLang rank found no address"),
     # sglang #4116 form: SGLang's argparse on a vLLM flag
     ("sglang", "launch_server.py: error: unrecognized arguments: --language-model-only",
      "the engine rejected a flag"),
@@ -301,12 +304,17 @@ def test_sglang_memory_imbalance_remedy_names_the_memory_preflight(sglang: Launc
     assert "pytest -m preflight -k memory" in fatal.remedy
 
 
-# Lines a healthy launch logs: each reaches its milestone and none is fatal
+# Lines a healthy launch logs: each reaches its milestone and none is fatal. SGLang's as its
+# wheels' sources print them, behind configure_logger's "[%(asctime)s TPn] " prefix:
+# sglang/srt/distributed/bootstrap.py (0.5.20: "Init torch distributed ends. elapsed=...,
+# mem usage=..."; 0.5.21 and 0.5.23: "Init parallel ends. elapsed=...") and
+# sglang/srt/model_executor/model_runner.py ("Load weight end. elapsed=..., type=...").
 MILESTONE_LINES = [
     ("sglang", "distributed init",
      "[2026-02-26 05:20:19 TP0] Init torch distributed ends. elapsed=13.00 s, mem usage=3.81 GB"),
-    ("sglang", "weights loaded", "[2026-05-02 06:13:02 TP1] Load weight end. type=Qwen3_5Moe"
-     "ForConditionalGeneration, dtype=torch.bfloat16, avail mem=55.12 GB, mem usage=59.31 GB."),
+    ("sglang", "distributed init", "[2026-12-01 21:10:04 TP1] Init parallel ends. elapsed=2.31 s"),
+    ("sglang", "weights loaded", "[2026-05-02 06:13:02 TP1] Load weight end. elapsed=41.20 s, "
+     "type=Qwen3_5MoeForConditionalGeneration, avail mem=55.12 GB, mem usage=59.31 GB."),
     ("sglang", "server ready", "[2026-05-02 06:14:10] The server is fired up and ready to roll!"),
     ("vllm-ray", "ray head up", "Ray runtime started."),
     ("vllm-ray", "weights loaded", "(RayWorkerWrapper pid=2871, ip=192.168.200.13) INFO 11-30 "
@@ -322,6 +330,18 @@ def test_milestone_line_reaches_it_and_is_not_fatal(
     launch = launches[engine]
     assert [m.name for m in launch.milestones if m.reached_by(line)] == [name]
     assert launch.fatal_in(line) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-12-01 21:10:02 TP1] Init parallel begin.",
+        "[2026-02-26 05:20:06 TP0] Init torch distributed begin.",
+    ],
+)
+def test_sglang_dist_init_begin_reaches_no_milestone(sglang: Launch, line: str) -> None:
+    """A rank that logged the start of init and hangs at rendezvous is not past it."""
+    assert [m.name for m in sglang.milestones if m.reached_by(line)] == []
 
 
 # --- ray status ------------------------------------------------------------------------

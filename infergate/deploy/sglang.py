@@ -54,16 +54,20 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
     every, head = names(nodes), (inventory.head.name,)
     steps: list[Step] = [
         *starts,
-        # model_runner.py logs both once torch.distributed is up / the weights are in
-        Milestone("distributed init", r"Init torch distributed ends", every, d.dist_init,
-                  DIST_INIT_REMEDY),
+        # python/sglang/srt/distributed/bootstrap.py logs the end of process-group set-up
+        # as "Init torch distributed ends." up to 0.5.20 and "Init parallel ends." from
+        # 0.5.21 on (read in the 0.5.20, 0.5.21 and 0.5.23 wheels); model_runner.py logs
+        # "Load weight end." in all three
+        Milestone("distributed init", r"Init (torch distributed|parallel) ends\.", every,
+                  d.dist_init, DIST_INIT_REMEDY),
         Milestone("weights loaded", r"Load weight end", every, d.weights, WEIGHTS_REMEDY),
         Milestone("server ready", r"The server is fired up and ready to roll|Uvicorn running",
                   head, d.ready),
         # Rank 0 only, and not /health on rank >= 1: there SGLang runs a dummy server whose
-        # /health and /health_generate always answer 200 (launch_dummy_health_check_server in
-        # python/sglang/srt/entrypoints/engine.py). /health_generate on rank 0 generates a
-        # token through every rank.
+        # /health and /health_generate always answer 200, started once that node's own
+        # schedulers are up, whatever rank 0 does (engine.py's launch_dummy_health_check_server
+        # after wait_for_ready, read in 0.5.20 and 0.5.23). /health_generate on rank 0
+        # generates a token through every rank.
         HttpReady("API ready", ("/health_generate", "/v1/models"), d.ready),
     ]  # fmt: skip
     containers = {s.node: s.container for s in starts}

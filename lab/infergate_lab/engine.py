@@ -4,6 +4,8 @@ The vllm-cpu image (built or taken from the cache, engine_image.py) loaded into 
 Docker engine with one image ID, and the models (model.py) under /srv/models on every node
 with equal bytes. Idempotent: a second call checks and skips. `smoke_serve` then proves it:
 a single-node `vllm serve` of SmolLM2 answers "The capital of France is" with Paris.
+`main_sglang` does the same for the SGLang CPU image, without models (the vLLM path makes
+them) and proven by its own CLI and HTTP server import.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from infergate.waiting import Deadline, WaitTimedOut, wait_until
 from infergate_lab import layout as L
 from infergate_lab import model, shell, sshd, transfer
 from infergate_lab.clock import Clock
-from infergate_lab.engine_image import IMAGE, ensure_image
+from infergate_lab.engine_image import IMAGE, SGLANG, VLLM, Recipe, ensure_image
 from infergate_lab.engine_isa import Measured, engine_isa, measured_line, save_measured
 from infergate_lab.lab import Lab
 from infergate_lab.shell import LabError
@@ -34,6 +36,11 @@ SMOKE_DEADLINE = Deadline(1200.0, "infergate_lab.engine.SMOKE_DEADLINE")
 HEALTH_CALL_S = 2  # one /health call: a server that answers at all answers in milliseconds
 SMOKE_PROMPT = "The capital of France is"
 SMOKE_TOKENS = 32  # the decode rate is measured over these
+# what issue 17 asks of the SGLang image: its CLI parses and its HTTP server imports
+SGLANG_PROOF = (
+    "python3 -m sglang.launch_server --help >/dev/null && python3 -c "
+    "'import sglang, sglang.srt.entrypoints.http_server; print(sglang.__version__)'"
+)
 
 Say = Callable[[str], None]
 
@@ -59,7 +66,11 @@ def lab_nodes(lab: Lab) -> list[str]:
 
 
 def ensure_engine(
-    lab: Lab, nodes: list[str] | None = None, models: bool = True, say: Say = _quiet
+    lab: Lab,
+    nodes: list[str] | None = None,
+    models: bool = True,
+    say: Say = _quiet,
+    recipe: Recipe = VLLM,
 ) -> LabEngine:
     """The engine image on every node (same ID), and the models on every node (same
     sizes): SmolLM2-135M-Instruct and tiny-qwen3-moe under /srv/models. Builds or converts
@@ -69,7 +80,7 @@ def ensure_engine(
         raise LabError("no lab nodes: run `python -m infergate_lab up` first")
     clock = Clock(say)
     with clock.lap("engine total"):
-        image = ensure_image(clock)
+        image = ensure_image(clock, recipe)
         transfer.ensure_image_on_nodes(lab, nodes, image, clock)
         placed = {}
         if models:
@@ -209,6 +220,23 @@ def main(lab: Lab, nodes: list[str] | None, models: bool, smoke: bool) -> int:
         print(f"model {path} on every node (serve with --served-model-name {name})")
     print(f"timings:\n{clock.summary()}\ntook {time.monotonic() - started:.1f} s")
     print(measured_line())
+    return 0
+
+
+def main_sglang(lab: Lab, nodes: list[str] | None) -> int:
+    """`python -m infergate_lab engine --kind sglang`: the SGLang image on every node, then
+    its CLI and HTTP server import in a container of it on the first node."""
+    started = time.monotonic()
+    ready = ensure_engine(lab, nodes, models=False, say=print, recipe=SGLANG)
+    clock = Clock(print, dict(ready.timings))
+    node = ready.nodes[0]
+    argv = ["docker", "run", "--rm", "--network", "none", ready.image, "sh", "-c", SGLANG_PROOF]
+    with clock.lap(f"sglang proof on {node}"):
+        version = lab.node_exec(node, argv, timeout=300).stdout.strip()
+    print(f"{node}: sglang {version}: `launch_server --help` parses, its HTTP server imports")
+    size = f"{ready.image_size_bytes / 1e9:.2f} GB"
+    print(f"image {ready.image} {ready.image_id} ({size}) on {', '.join(ready.nodes)}")
+    print(f"timings:\n{clock.summary()}\ntook {time.monotonic() - started:.1f} s")
     return 0
 
 

@@ -1,0 +1,5 @@
+"""torchvision.transforms.v2 in the stand-in (see torchvision/__init__.py)."""
+
+from torchvision import absent
+
+__getattr__ = absent(__name__)
