@@ -16,7 +16,9 @@ import argparse
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from bench_timing import green_pytest_seconds
 
@@ -28,6 +30,25 @@ def lab_up(nodes: int, *flags: str) -> None:
     """The lab at NODES, with FLAGS of `python -m infergate_lab up` (`--sshd-only`)."""
     argv = [sys.executable, "-m", "infergate_lab", "up", "-n", str(nodes), *flags]
     subprocess.run(argv, check=True)
+
+
+S = TypeVar("S")
+
+
+def by_size_main(
+    doc: str, nodes: list[int], measure: Callable[[int, int], S], report: Callable[[list[S]], None]
+) -> None:
+    """A bench's command line over lab sizes (`--nodes`, default NODES; `--repeats`): MEASURE
+    each size, leave the lab at 2 nodes with Docker whatever happens, then REPORT them."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=nodes)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    try:
+        measured = [measure(n, args.repeats) for n in args.nodes]
+    finally:
+        lab_up(2)
+    report(measured)
 
 
 MODES = {"one process": (), "-n auto": ("-n", "auto")}

@@ -24,7 +24,6 @@ taking about what it takes on the 2-node lab, whose nodes are not short of CPU.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import math
@@ -38,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench_preflight import LAB_INVENTORY, lab_up
+from bench_preflight import LAB_INVENTORY, by_size_main, lab_up
 from profile_preflight import Run, masters_cpu, node_cgroups, run_preflight
 
 from infergate.fixtures.facts import FAN_OUT_CAP
@@ -256,15 +255,7 @@ def project(sizes: list[Size], cores: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 16, 64, 128])
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    try:
-        measured = [measure(n, args.repeats) for n in args.nodes]
-    finally:
-        lab_up(2)
-    report(measured)
+    by_size_main(__doc__ or "", [2, 16, 64, 128], measure, report)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ off the controller; the rest is the controller's own, per run and per node.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from bench_preflight import LAB_INVENTORY, lab_up, preflight_argv
+from bench_preflight import LAB_INVENTORY, by_size_main, lab_up, preflight_argv
 from bench_timing import proc_cpu_seconds, report_dir_option
 
 from infergate.checks.disk_space import node_sections
@@ -495,15 +494,7 @@ def report(sizes: list[Size]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 16])
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    try:
-        measured = [measure(n, args.repeats) for n in args.nodes]
-    finally:
-        lab_up(2)
-    report(measured)
+    by_size_main(__doc__ or "", [2, 16], measure, report)
 
 
 if __name__ == "__main__":
