@@ -22,6 +22,13 @@ from infergate.problems import Problem
 # the recent ones and a count, and a tail per kind keeps one storm from pushing out the other.
 KEEP_LINES = 400
 
+# The fabric's lines, and journalctl's words for a log it may not show; lower case, matched
+# against each line in lower case (grep -i)
+FABRIC_WORDS = (
+    "aer|pcie bus error|mlx5|link (is )?(up|down)|"
+    "insufficient permissions|not seeing messages|no journal files"
+)
+
 # `dmesg` first (no journal on many hosts, the H200 device among them), `journalctl -k -b`
 # where dmesg is refused. The first line says who reads it and kernel.dmesg_restrict, so an
 # unreadable log names the missing permission; only matching lines come back, the fabric's,
@@ -42,10 +49,7 @@ fi
 printf 'source\t%s\n' "$src"
 printf '%s\n' "$log" | awk -v keep={KEEP_LINES} '
   /NVRM|Xid/ {{ gpu[ng++ % keep] = $0; next }}
-  tolower($0) ~ /aer|pcie bus error|mlx5|link (is )?(up|down)/ {{ fabric[nf++ % keep] = $0; next }}
-  tolower($0) ~ /insufficient permissions|not seeing messages|no journal files/ {{
-    fabric[nf++ % keep] = $0
-  }}
+  tolower($0) ~ /{FABRIC_WORDS}/ {{ fabric[nf++ % keep] = $0 }}
   function tail(lines, n,   i) {{
     for (i = (n > keep ? n - keep : 0); i < n; i++) print lines[i % keep]
   }}
