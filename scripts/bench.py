@@ -29,7 +29,7 @@ import bench_preflight
 import bench_preflight_image
 import bench_scale
 from bench_model_hash import Hashing
-from bench_preflight import Times
+from bench_preflight import SIZES, Times
 
 from infergate.checks.model_hash import GB
 
@@ -143,10 +143,8 @@ def main() -> None:
     image = bench_preflight_image.measure(args.repeats, fresh)
     hashing = bench_model_hash.measure("node1", args.gib, args.files, args.repeats)
     preflight = bench_preflight.measure(args.repeats)
-    try:
-        controller = {n: bench_scale.measure(n, args.repeats).controller_cpu for n in (2, 16)}
-    finally:
-        bench_preflight.lab_up(2)
+    scaled = bench_preflight.over_sizes(SIZES, args.repeats, bench_scale.measure)
+    controller = {size.nodes: size.controller_cpu for size in scaled}
     cpu = machine(Path("/proc/cpuinfo").read_text(), os.cpu_count() or 1)
     print(f"\nmedians of {args.repeats}; model hash: {args.files} files, {args.gib:g} GiB, "
           f"on node1; this machine: {cpu}\n")  # fmt: skip

@@ -44,11 +44,16 @@ def by_size_main(
     parser.add_argument("--nodes", type=int, nargs="+", default=nodes)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    report(over_sizes(args.nodes, args.repeats, measure))
+
+
+def over_sizes(nodes: list[int], repeats: int, measure: Callable[[int, int], S]) -> list[S]:
+    """MEASURE the lab at each of NODES, in turn; the lab is left at 2 nodes with Docker,
+    whatever happened."""
     try:
-        measured = [measure(n, args.repeats) for n in args.nodes]
+        return [measure(n, repeats) for n in nodes]
     finally:
         lab_up(2)
-    report(measured)
 
 
 MODES = {"one process": (), "-n auto": ("-n", "auto")}
@@ -76,6 +81,7 @@ def preflight_seconds(mode: tuple[str, ...]) -> float:
 
 
 Times = dict[str, list[float]]  # each mode's timed runs, seconds
+SIZES = [2, 16]  # the lab sizes compared
 
 
 def measure_size(nodes: int, repeats: int) -> Times:
@@ -91,10 +97,7 @@ def measure_size(nodes: int, repeats: int) -> Times:
 
 def measure(repeats: int) -> dict[int, Times]:
     """The timed runs at 2 nodes and at 16; the lab is left with 2 nodes, whatever happened."""
-    try:
-        return {n: measure_size(n, repeats) for n in (2, 16)}
-    finally:
-        lab_up(2)
+    return dict(zip(SIZES, over_sizes(SIZES, repeats, measure_size), strict=True))
 
 
 def main() -> None:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from bench_preflight import LAB_INVENTORY, by_size_main, lab_up, preflight_argv
+from bench_preflight import LAB_INVENTORY, SIZES, by_size_main, lab_up, preflight_argv
 from bench_timing import proc_cpu_seconds, report_dir_option
 
 from infergate.checks.disk_space import node_sections
@@ -494,7 +494,7 @@ def report(sizes: list[Size]) -> None:
 
 
 def main() -> None:
-    by_size_main(__doc__ or "", [2, 16], measure, report)
+    by_size_main(__doc__ or "", SIZES, measure, report)
 
 
 if __name__ == "__main__":
