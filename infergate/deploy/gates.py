@@ -2,11 +2,15 @@
 from the launch's start): a milestone every planned node logs, Ray's own list of the cluster,
 the API answering on the head. Each look first refreshes what the handle watches, which
 ends the wait at once on a fatal line or a stopped container; a gate past its deadline
-fails with its own remedy (launch.py: the adapter set it)."""
+fails with its own remedy (launch.py: the adapter set it). A gate that asks (`ray status`,
+the API) asks at most once a POLL_S: the wait wakes on every log line, and an engine that
+logs each request it answers (SGLang's access log of a 503 from /health_generate) would
+otherwise be asked again at once, hundreds of times a second, through its warm-up."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infergate.apikey import check_authorized
@@ -25,26 +29,41 @@ HTTP_PROBE_S = 5.0  # one GET of the readiness gate: a server that is up answers
 def wait_for(d: Deployment, gate: Gate) -> None:
     """Wait for GATE; past its deadline, fail naming the nodes not there and their state."""
     clock = Clock(gate.deadline, d.started_at)
+    asked = Asked(POLL_S)
     try:
-        wait_until(lambda: look(d, gate), gate.name, clock, POLL_S, d.wait_for_news)
+        wait_until(lambda: look(d, gate, asked), gate.name, clock, POLL_S, d.wait_for_news)
     except WaitTimedOut as e:
         d.judge_oom()  # a rank the kernel killed is silent: say why
         d.fail(missed(gate, d.watches, d.head, e.last, d.elapsed()), gate.name)
 
 
-def look(d: Deployment, gate: Gate) -> tuple[bool | None, str]:
+@dataclass
+class Asked:
+    """When a gate that asks last asked, and what it saw then."""
+
+    every_s: float
+    at: float | None = None
+    seen: str = "not asked yet"
+
+    def due(self, now: float) -> bool:
+        return self.at is None or now - self.at >= self.every_s
+
+
+def look(d: Deployment, gate: Gate, asked: Asked) -> tuple[bool | None, str]:
     """One look at GATE: (True when passed, else None; what was seen, in words); a gate that
-    still waits says so now and then (the heartbeat)."""
+    still waits says so now and then (the heartbeat). The logs are read at every look, the
+    cluster or the API asked only when ASKED says it is due, or at the deadline."""
     d.refresh()
+    seen: tuple[bool | None, str]
     if isinstance(gate, Milestone):
         behind = missing(gate, d.watches)
-        seen: tuple[bool | None, str] = (
-            (None, f"{', '.join(behind)} not past it") if behind else (True, "passed")
-        )
-    elif isinstance(gate, ClusterJoined):
-        seen = cluster_joined(d, gate)
+        seen = (None, f"{', '.join(behind)} not past it") if behind else (True, "passed")
+    elif asked.due(now := d.elapsed()) or now >= gate.deadline.seconds:
+        asked.at = now
+        seen = cluster_joined(d, gate) if isinstance(gate, ClusterJoined) else http_ready(d, gate)
+        asked.seen = seen[1]
     else:
-        seen = http_ready(d, gate)
+        seen = (None, asked.seen)
     if seen[0] is None:
         d.beat(gate)
     return seen
