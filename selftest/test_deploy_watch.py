@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from infergate.deploy.engines import plan_launch
-from infergate.deploy.launch import Launch
+from infergate.deploy.failure import missed
+from infergate.deploy.launch import DIST_INIT_REMEDY, INIT_BEGAN_REMEDY, Launch
 from infergate.deploy.streams import lines_of
 from infergate.deploy.watch import (
     NodeWatch,
@@ -46,6 +47,7 @@ def lines(name: str) -> list[str]:
 
 def watched(launch: Launch, node: str, log: list[str]) -> NodeWatch:
     watch = NodeWatch(launch.containers[node], started=True)
+    watch.lines.extend(log)  # as the deploy keeps them
     scan(launch, watch, node, log, 1.0)
     return watch
 
@@ -160,3 +162,42 @@ def test_kernel_oom_kill_names_the_killed_task() -> None:
     line = (DATA / "dmesg-oom-kill-worker.txt").read_text()
     assert parse_oom_kills(line) == ["VLLM::Worker_TP (pid 11117)"]
     assert parse_oom_kills("[1.0] eth0: link up") == []
+
+
+# --- SGLang 0.5.23 (inventories/lab-sglang.yaml), recorded in the lab 2026-12-02 ------------
+# sglang-tp2-node{1,2}.log: a healthy TP 2 launch; sglang-init-hang-node{1,2}.log: the same
+# with node1's firewall letting only the dist-init port in (the lab's firewall-after-rendezvous
+# fault), stopped by the 60 s init deadline: both ranks log "Init parallel begin." and no more
+
+
+@pytest.fixture(scope="module")
+def sglang() -> Launch:
+    return plan_launch(load_inventory(ROOT / "inventories" / "lab-sglang.yaml"), "run1")
+
+
+def test_sglang_logs_reach_every_milestone_by_their_real_lines(sglang: Launch) -> None:
+    head = watched(sglang, "node1", lines("sglang-tp2-node1.log"))
+    worker = watched(sglang, "node2", lines("sglang-tp2-node2.log"))
+    assert set(head.reached) == {"distributed init", "weights loaded", "server ready"}
+    assert set(worker.reached) == {"distributed init", "weights loaded"}
+    assert head.fatal is None
+    assert worker.fatal is None
+
+
+def test_ranks_that_began_init_and_hung_are_told_it_is_between_them(sglang: Launch) -> None:
+    hung = {n: watched(sglang, n, lines(f"sglang-init-hang-{n}.log")) for n in ("node1", "node2")}
+    init = sglang.milestones[0]
+    missed_init = missed(init, hung, "node1", "", 60.0)
+    assert set(missed_init) == {"node1", "node2"}
+    (problem,) = missed_init["node2"]
+    assert problem.remedy == INIT_BEGAN_REMEDY
+    assert "a firewall that lets only the dist-init port in" in problem.remedy
+
+
+def test_a_rank_that_never_began_init_keeps_the_plain_remedy(sglang: Launch) -> None:
+    hung = {n: watched(sglang, n, lines(f"sglang-init-hang-{n}.log")) for n in ("node1", "node2")}
+    log = lines("sglang-init-hang-node2.log")
+    before = log[: next(i for i, ln in enumerate(log) if "Init parallel begin." in ln)]
+    hung["node2"] = watched(sglang, "node2", before)
+    (problem,) = missed(sglang.milestones[0], hung, "node1", "", 60.0)["node2"]
+    assert problem.remedy == DIST_INIT_REMEDY

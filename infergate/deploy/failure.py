@@ -48,10 +48,12 @@ def missed(
     """GATE's deadline passed: for a milestone, every node not past it, in its own state;
     for the cluster and the API, the head with the last state seen."""
     if isinstance(gate, Milestone):
+        short = missing(gate, watches)
+        remedy = gate.remedy_for([watches[n].lines for n in short])
         return {n: [Problem(
             f"no `{gate.name}` line after {elapsed_s:.0f} s ({state(watches[n])})",
-            f"every rank past `{gate.name}` within {gate.deadline}", gate.remedy)]
-            for n in missing(gate, watches)}  # fmt: skip
+            f"every rank past `{gate.name}` within {gate.deadline}", remedy)]
+            for n in short}  # fmt: skip
     found = f"{last} after {elapsed_s:.0f} s"
     return {head: [Problem(found, f"{gate.name} within {gate.deadline}", gate.remedy)]}
 

@@ -50,6 +50,15 @@ DIST_INIT_REMEDY = (
     "every rank must reach the dist-init address over the fabric: start every node, "
     "then `pytest -m preflight -k 'fabric or rendezvous or pinning'`"
 )
+# every rank started and began its process-group set-up, none finished it: what blocks is
+# between the ranks (the store, or their own connections after it), not a node left down
+INIT_BEGAN_REMEDY = (
+    "every rank began process-group set-up and none finished, so the ranks cannot reach each "
+    "other: a firewall that lets only the dist-init port in (`iptables -S` on each node), "
+    "GLOO_SOCKET_IFNAME naming another interface, or a host address the peers cannot reach "
+    "(SGLANG_HOST_IP, VLLM_HOST_IP); `pytest -m preflight -k 'rendezvous or rails'` names the "
+    "node"
+)
 WEIGHTS_REMEDY = (
     "check the model's disk and memory on that node, or raise thresholds.weights_timeout_s"
 )
@@ -65,9 +74,20 @@ class Milestone:
     nodes: tuple[str, ...]
     deadline: Deadline
     remedy: str = SLOW_REMEDY  # when a node is not past it by the deadline
+    # the line a rank logs on entering this step, and the remedy when every node short of
+    # it logged that line: they got that far, which rules out what lies before
+    began: str | None = None
+    began_remedy: str = ""
 
     def reached_by(self, line: str) -> bool:
         return re.search(self.pattern, line) is not None
+
+    def remedy_for(self, logs: list[list[str]]) -> str:
+        """The remedy for the nodes short of this milestone, each by its log lines."""
+        pattern = self.began
+        if pattern and logs and all(any(re.search(pattern, ln) for ln in lines) for lines in logs):
+            return self.began_remedy
+        return self.remedy
 
 
 @dataclass(frozen=True)
