@@ -64,6 +64,8 @@ def test_stop_string_ends_the_answer(endpoint: Endpoint, inventory: Inventory) -
     """A stop string taken from the greedy answer ends the answer right before it."""
     status, first = ask(endpoint, TEXT, max_tokens=24, temperature=0, ignore_eos=True)
     stop = judge.stop_word(first)
+    if stop is None and (silent := judge.silent_tokens(first)):
+        pytest.skip(silent)
     if stop is None:
         pytest.fail(f"the greedy answer has no word to stop at: {first!r}", pytrace=False)
     status, stopped = ask(
@@ -83,6 +85,8 @@ def test_bad_request_gets_a_json_4xx(
     endpoint: Endpoint, inventory: Inventory, defect: judge.BadRequest
 ) -> None:
     """A client's mistake is answered 4xx with a JSON error, not 500 and not a hang."""
+    if inventory.engine.kind in defect.answered_by:
+        pytest.skip(defect.answered_by[inventory.engine.kind])
     body = defect.make(judge.body(CHAT, endpoint.model, PROMPT, max_tokens=4))
     status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, endpoint.api_key,
                                endpoint.ca_bundle)  # fmt: skip

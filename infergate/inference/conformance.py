@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from infergate.apikey import WHERE
@@ -124,6 +124,24 @@ def stop_word(answer: object) -> str | None:
     return words[0] if words else text[middle : middle + 2]
 
 
+def silent_tokens(answer: object) -> str | None:
+    """Why no stop string can come from an answer whose tokens decode to (almost) no text:
+    special tokens, which the text leaves out; the lab's random-weight model, served by
+    SGLang 0.5.23, wrote 24 of them to one launch's greedy prompt. None for any other answer
+    (an answer without tokens is the judge's to fail)."""
+    text = _get(answer, "choices", 0, "text")
+    tokens = _get(answer, "usage", "completion_tokens")
+    if not isinstance(text, str) or len(text.strip()) >= 4 or not isinstance(tokens, int):
+        return None
+    if tokens < 4:
+        return None
+    return (
+        f"the greedy answer's {tokens} tokens decode to {text!r} (special tokens, left out "
+        "of the text): no stop string can be taken from it; a model with trained weights "
+        "writes words"
+    )
+
+
 def check_stopped(first: object, status: int, stopped: object, stop: str) -> list[Problem]:
     """The same greedy answer, ending right before the stop string, finish_reason `stop`."""
     if status != 200:
@@ -167,29 +185,60 @@ class BadRequest:
     name: str
     make: Callable[[dict[str, object]], object]  # a good request body -> the bad one
     expected: tuple[int, ...]
+    # engine kinds that answer this request by design, each with why: not judged on them
+    answered_by: Mapping[str, str] = field(default_factory=dict)
 
 
 BAD_REQUESTS = (
-    BadRequest("unknown-model", lambda b: {**b, "model": "no-such-model"}, (400, 404)),
+    BadRequest("unknown-model", lambda b: {**b, "model": "no-such-model"}, (400, 404),
+               {"sglang": "SGLang serves any model name with its one model: its OpenAI layer "
+                "reads `model` only for a LoRA adapter's name (entrypoints/openai/"
+                "serving_base.py, 0.5.23; the lab's SGLang answered 200)"}),
     BadRequest("malformed-json", lambda b: '{"model": "x", "messages": ', (400, 422)),
     BadRequest("messages-not-a-list", lambda b: {**b, "messages": "not a list"}, (400, 422)),
     BadRequest("negative-max-tokens", lambda b: {**b, "max_tokens": -3}, (400, 422)),
-)
+)  # fmt: skip
+
+
+def error_message(answer: object) -> object:
+    """The error's message where OpenAI's client finds it: under "error" (OpenAI, vLLM), else
+    at the top of the body (SGLang 0.5.23: {"object": "error", "message": ..., "code": 400});
+    openai-python reads `body.get("error", body)` (_client.py, _make_status_error)."""
+    nested = _get(answer, "error")
+    return _get(nested if isinstance(nested, Mapping) else answer, "message")
 
 
 def check_client_error(defect: BadRequest, status: int, answer: object) -> list[Problem]:
-    """Sample: ``404 {"error":{"message":"The model `no-such-model` does not exist. ...",
-    "type":"NotFoundError","param":"model","code":404}}``"""
-    message = _get(answer, "error", "message")
-    if status in defect.expected and isinstance(message, str):
+    """Samples: vLLM ``404 {"error":{"message":"The model `no-such-model` does not exist.
+    ...","type":"NotFoundError","param":"model","code":404}}``; SGLang ``400 {"object":
+    "error","message":"max_new_tokens must be at least 0, got -3.","type":"BadRequestError",
+    "param":null,"code":400}``"""
+    if status in defect.expected and isinstance(error_message(answer), str):
         return []
+    if 200 <= status < 300:
+        remedy = (
+            f"the server answered a request it must refuse ({defect.name}): a client's "
+            "mistake goes unnoticed; check the engine version, and report it upstream"
+        )
+    elif status in (401, 403):
+        remedy = KEY_REMEDY
+    elif status >= 500 or status == 0:
+        remedy = (
+            "a 5xx or no answer for a client's mistake hides real failures from "
+            "monitoring: report it upstream, and check the engine version"
+        )
+    else:
+        remedy = (
+            "refused, but not as OpenAI clients read a refusal (the status, or a "
+            'message under "error" or at the top of the body): check the engine '
+            "version, or a proxy in front of it that rewrites errors"
+        )
     return [
         Problem(
             f"HTTP {status} {_short(answer)}",
-            f"HTTP {' or '.join(map(str, defect.expected))} with a JSON "
-            '{"error": {"message": ...}} body',
-            "a 500 for a client's mistake hides real failures from monitoring: "
-            "report it upstream, and check the engine version",
+            f"HTTP {' or '.join(map(str, defect.expected))} with a JSON error message "
+            '({"error": {"message": ...}} or {"message": ...})',
+            remedy,
         )
     ]
 
