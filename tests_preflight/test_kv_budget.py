@@ -31,8 +31,14 @@ def test_context_length_fits_kv_cache(probes, node, inventory):
     env = inventory.node_env(node)
     budget = rank_kv_budget(engine.kind, engine.flags, env, memory, weights)
     if budget is None:
-        pytest.skip(f"{node.where}: no GPUs planned, and no VLLM_CPU_KVCACHE_SPACE in its "
-                    "env to size vLLM's CPU KV cache (the engine sizes it itself)")  # fmt: skip
+        sizes = (
+            "SGLang on CPU sizes its KV cache itself (--max-total-tokens, else from the "
+            "node's memory)"
+            if engine.kind == "sglang"
+            else "no VLLM_CPU_KVCACHE_SPACE in "
+            "its env to size vLLM's CPU KV cache (the engine sizes it itself)"
+        )
+        pytest.skip(f"{node.where}: no GPUs planned, and {sizes}")
     parallel = (engine.tensor_parallel, engine.pipeline_parallel)
     cache_dtype = flag_value(engine.flags, "--kv-cache-dtype")
     fail_on(node, check_context_fits(shape, context, budget, parallel, cache_dtype))
