@@ -29,7 +29,7 @@ demo: $(BIN)/.installed
 # The same for SGLang (issue 17), kept out of `demo` for its time: the SGLang 0.5.23 CPU image
 # (built the first time, about 7 minutes, then cached) beside the lab's vLLM one, whose step
 # makes the models, then the preflight, the launch and the smoke check of the tiny Qwen3-MoE
-# with tensor parallel 2 across the two lab nodes (inventories/lab-sglang.yaml); about 6
+# with tensor parallel 2 across the two lab nodes (inventories/lab-sglang.yaml); about 3.5
 # minutes with both images cached.
 demo-sglang: $(BIN)/.installed
 	$(BIN)/python -m infergate_lab up -n $(NODES)
