@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infergate.fixtures.facts import PerNode
+from infergate.fixtures.facts import SHARED_KEY, PerNode, shared
 from infergate.fixtures.hosts import NodeTimedOut, NodeUnreachable, Remote
 from infergate.fixtures.inventory import load_inventory
 from infergate.inventory import Ssh
@@ -94,3 +94,21 @@ def test_a_timed_out_node_keeps_its_kind_and_message_through_the_shared_file(
         assert isinstance(outcome, NodeUnreachable)
     assert str(again["node2"]) == str(first["node2"])
     assert (again["node2"].limit, again["node2"].status) == (LIMIT, 124)
+
+
+class Worker:
+    """What a worker's config carries: the workerinput xdist gives it."""
+
+    def __init__(self, folder: str) -> None:
+        self.workerinput = {SHARED_KEY: folder}
+
+
+def test_a_worker_on_another_host_reads_for_itself(tmp_path: Path) -> None:
+    """`--tx ssh=` puts a worker on a host without the controller's folder: no shared file
+    there, so its reads do not fail on a folder that is not, they are its own."""
+    assert shared(Worker(str(tmp_path)), "probe") == tmp_path / "probe"  # type: ignore[arg-type]
+    elsewhere = Worker(str(tmp_path / "on-the-controller-only"))
+    assert shared(elsewhere, "probe") is None  # type: ignore[arg-type]
+    assert PerNode(remotes(), lambda r: r.node.name, shared(elsewhere, "probe")).every() == {
+        n.name: n.name for n in NODES
+    }
