@@ -14,14 +14,10 @@ from infergate.inference import conformance as judge
 
 DATA = Path(__file__).parent / "data" / "inference"
 DEFECTS = {d.name: d for d in judge.BAD_REQUESTS}
-# the vLLM recordings predate the defect names: malformed-body is malformed-json
-VLLM_FILES = {"malformed-json": "vllm-malformed-body.txt"}
 
 
 def recorded(engine: str, defect: str) -> tuple[int, object]:
-    name = VLLM_FILES.get(defect, f"{engine}-{defect}.txt") if engine == "vllm" else (
-        f"{engine}-{defect}.txt")  # fmt: skip
-    text, status = (DATA / name).read_text().rstrip("\n").rsplit("\n", 1)
+    text, status = (DATA / f"{engine}-{defect}.txt").read_text().rstrip("\n").rsplit("\n", 1)
     return int(status), json.loads(text)
 
 

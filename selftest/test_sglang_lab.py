@@ -14,14 +14,13 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from infergate.deploy.launch import INIT_BEGAN_REMEDY
 from infergate_lab import Lab
 from infergate_lab.engine import LabEngine, ensure_engine
 from infergate_lab.engine_image import SGLANG
 from selftest.suite import ROOT, SuiteRun, run_suite
-from selftest.test_deploy_lab import JOINED, detected_after, run_containers
+from selftest.test_deploy_lab import JOINED, detected_after, plan_file, run_containers, suite_args
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -77,20 +76,19 @@ def sglang(engine: LabEngine, lab: Lab) -> LabEngine:
     return ensure_engine(lab, models=False, say=print, recipe=SGLANG)
 
 
-def plan_file(tmp_path: Path, **thresholds: int) -> Path:
+def short_plan(tmp_path: Path, **thresholds: int) -> Path:
     """The SGLang plan with a short sweep (two levels of 8: this machine's CI time) and
     THRESHOLDS changed."""
-    plan = yaml.safe_load(PLAN.read_text())
-    plan["thresholds"].update(thresholds)
-    plan["inference"].update(concurrency=[1, 4], requests_per_level=8)
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan))
-    return path
+
+    def change(plan: dict) -> None:
+        plan["thresholds"].update(thresholds)
+        plan["inference"].update(concurrency=[1, 4], requests_per_level=8)
+
+    return plan_file(tmp_path, change, base=PLAN)
 
 
 def suite(pytester: pytest.Pytester, plan: Path, *args: str) -> SuiteRun:
-    return run_suite(pytester, "--report-dir", str(pytester.path / "report"), *args,
-                     inventory=plan)  # fmt: skip
+    return run_suite(pytester, *suite_args(pytester, *args), inventory=plan)
 
 
 def test_sglang_serves_tp2_across_nodes_green_from_preflight_to_inference(
@@ -98,7 +96,7 @@ def test_sglang_serves_tp2_across_nodes_green_from_preflight_to_inference(
 ):
     pytester.makepyfile(health_watch=HEALTH_WATCH)
     phases = "preflight or deploy or inference"
-    run = suite(pytester, plan_file(tmp_path), "-m", phases, "-p", "health_watch")
+    run = suite(pytester, short_plan(tmp_path), "-m", phases, "-p", "health_watch")
     assert run.red() == set(), run.output
     passed = {t for t, o in run.outcomes.items() if o.status == "passed"}
     # the preflight ran SGLang's own parser, registry and rendezvous in its image
@@ -138,7 +136,7 @@ def test_rendezvous_hang_after_the_store_is_named_before_launch_and_within_the_d
     """node1 lets only the dist-init port in: the store answers (the preflight's rendezvous
     check and the dist-init port check pass), the ranks' own connections to node1 do not."""
     engine_lab.apply_fault("firewall-after-rendezvous", "node1", "29501")
-    plan = plan_file(tmp_path, dist_init_timeout_s=60)
+    plan = short_plan(tmp_path, dist_init_timeout_s=60)
     before = suite(pytester, plan, "-m", "preflight and not image")
     assert before.red() == {AFTER, RAILS}, before.output
     assert "node1 (10.251.0.11)" in before.message(AFTER)
@@ -161,10 +159,8 @@ def test_sglang_parser_rejects_a_vllm_flag_and_takes_language_model_only(
 ):
     """The two-Spark report's SGLang rejected --language-model-only; 0.5.23's parser takes
     it (a flag of its own since), and rejects --enforce-eager, which only vLLM has."""
-    plan = yaml.safe_load(PLAN.read_text())
-    plan["engine"]["flags"] += ["--language-model-only", "--enforce-eager"]
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan))
+    flags = ["--language-model-only", "--enforce-eager"]
+    path = plan_file(tmp_path, lambda p: p["engine"]["flags"].extend(flags), base=PLAN)
     run = suite(pytester, path, "-m", "preflight", "-k", "flags_accepted or architecture")
     assert run.red() == {f"{FLAGS}[{n}]" for n in NODES}, run.output
     text = run.message(f"{FLAGS}[node2]")
@@ -180,7 +176,7 @@ def test_leftover_container_unbalancing_memory_is_named_before_launch(
     machine it cannot see a neighbour's memory (it reads /sys/fs/cgroup/memory.max, cgroup
     v2's, else the host's): the preflight is what names the node."""
     engine_lab.apply_fault("foreign-container", "node2", "1.2")
-    run = suite(pytester, plan_file(tmp_path), "-m", "preflight and not image", "-k", "memory")
+    run = suite(pytester, short_plan(tmp_path), "-m", "preflight and not image", "-k", "memory")
     assert run.red() == {BALANCE}, run.output
     text = run.message(BALANCE)
     assert "node2 (10.251.0.12)" in text

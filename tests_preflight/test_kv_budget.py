@@ -35,8 +35,8 @@ def test_context_length_fits_kv_cache(probes, node, inventory):
             "SGLang on CPU sizes its KV cache itself (--max-total-tokens, else from the "
             "node's memory)"
             if engine.kind == "sglang"
-            else "no VLLM_CPU_KVCACHE_SPACE in "
-            "its env to size vLLM's CPU KV cache (the engine sizes it itself)"
+            else "no VLLM_CPU_KVCACHE_SPACE in its env to size vLLM's CPU KV cache (the "
+            "engine sizes it itself)"
         )
         pytest.skip(f"{node.where}: no GPUs planned, and {sizes}")
     parallel = (engine.tensor_parallel, engine.pipeline_parallel)

@@ -29,7 +29,7 @@ HTTP_PROBE_S = 5.0  # one GET of the readiness gate: a server that is up answers
 def wait_for(d: Deployment, gate: Gate) -> None:
     """Wait for GATE; past its deadline, fail naming the nodes not there and their state."""
     clock = Clock(gate.deadline, d.started_at)
-    asked = Asked(POLL_S)
+    asked = Asked()
     try:
         wait_until(lambda: look(d, gate, asked), gate.name, clock, POLL_S, d.wait_for_news)
     except WaitTimedOut as e:
@@ -41,12 +41,11 @@ def wait_for(d: Deployment, gate: Gate) -> None:
 class Asked:
     """When a gate that asks last asked, and what it saw then."""
 
-    every_s: float
     at: float | None = None
     seen: str = "not asked yet"
 
     def due(self, now: float) -> bool:
-        return self.at is None or now - self.at >= self.every_s
+        return self.at is None or now - self.at >= POLL_S
 
 
 def look(d: Deployment, gate: Gate, asked: Asked) -> tuple[bool | None, str]:

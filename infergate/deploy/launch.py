@@ -76,17 +76,17 @@ class Milestone:
     remedy: str = SLOW_REMEDY  # when a node is not past it by the deadline
     # the line a rank logs on entering this step, and the remedy when every node short of
     # it logged that line: they got that far, which rules out what lies before
-    began: str | None = None
-    began_remedy: str = ""
+    began: tuple[str, str] | None = None  # (pattern, remedy)
 
     def reached_by(self, line: str) -> bool:
         return re.search(self.pattern, line) is not None
 
     def remedy_for(self, logs: list[list[str]]) -> str:
         """The remedy for the nodes short of this milestone, each by its log lines."""
-        pattern = self.began
-        if pattern and logs and all(any(re.search(pattern, ln) for ln in lines) for lines in logs):
-            return self.began_remedy
+        if self.began and logs:
+            pattern, remedy = self.began
+            if all(any(re.search(pattern, ln) for ln in lines) for lines in logs):
+                return remedy
         return self.remedy
 
 

@@ -60,8 +60,8 @@ def plan_launch(inventory: Inventory, run_id: str) -> Launch:
         # 0.5.21 on (read in the 0.5.20, 0.5.21 and 0.5.23 wheels); model_runner.py logs
         # "Load weight end." in all three
         Milestone("distributed init", r"Init (torch distributed|parallel) ends\.", every,
-                  d.dist_init, DIST_INIT_REMEDY, began=r"Init (torch distributed|parallel) begin\.",
-                  began_remedy=INIT_BEGAN_REMEDY),
+                  d.dist_init, DIST_INIT_REMEDY,
+                  began=(r"Init (torch distributed|parallel) begin\.", INIT_BEGAN_REMEDY)),
         Milestone("weights loaded", r"Load weight end", every, d.weights, WEIGHTS_REMEDY),
         Milestone("server ready", r"The server is fired up and ready to roll|Uvicorn running",
                   head, d.ready),
