@@ -65,6 +65,15 @@ def test_cgroup_limit_bounds_usable_and_is_named():
     assert "bounded by cgroup /infergate-lab/node1: limit 6.0 GiB, in use 5.0 GiB" in problem.found
 
 
+def test_a_file_cache_read_above_the_usage_never_gives_more_than_the_limit():
+    """As a CI run read node2 of the lab while a container read the 2.9 GB SGLang image: the
+    file cache, read after the usage, 0.7 GB above it; the node showed 6.7 GiB usable under
+    a 6 GiB limit and unbalanced the other node, which the balance check then blamed."""
+    cg = CgroupMemory("/infergate-lab/node2", 6 * GIB, 3 * GIB, int(3.7 * GIB))
+    assert cg.headroom == 6 * GIB
+    assert MemoryFacts(24 * GIB, 20 * GIB, (cg,)).usable == 6 * GIB
+
+
 @pytest.mark.parametrize("text", ["", "MemTotal: 1 kB"])
 def test_meminfo_without_available_is_an_error(text):
     with pytest.raises(ValueError, match="MemAvailable"):

@@ -37,9 +37,12 @@ class CgroupMemory:
 
     @property
     def headroom(self) -> int | None:
+        """The limit less what the cgroup holds and cannot reclaim; never more than the limit.
+        The usage and the file cache are two reads: page cache charged between them (a
+        container reading GBs of its image) can make the cache read larger than the usage."""
         if self.limit is None:
             return None
-        return self.limit - (self.usage - self.file_cache)
+        return self.limit - max(0, self.usage - self.file_cache)
 
 
 @dataclass(frozen=True)
