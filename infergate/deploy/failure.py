@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infergate.deploy.launch import Gate, Launch, Milestone
-from infergate.deploy.watch import NodeWatch, error_lines, missing
+from infergate.deploy.watch import NodeWatch, error_lines, last_said, missing
 from infergate.problems import Problem, describe_all
 
 TAIL_LINES = 8  # per node, under the problems
@@ -52,7 +52,8 @@ def missed(
         remedy = gate.remedy_for([watches[n].lines for n in short])
         return {n: [Problem(
             f"no `{gate.name}` line after {elapsed_s:.0f} s ({state(watches[n])})",
-            f"every rank past `{gate.name}` within {gate.deadline}", remedy)]
+            f"every rank past `{gate.name}` within {gate.deadline}",
+            retry_remedy(watches[n], remedy))]
             for n in short}  # fmt: skip
     found = f"{last} after {elapsed_s:.0f} s"
     return {head: [Problem(found, f"{gate.name} within {gate.deadline}", gate.remedy)]}
@@ -67,7 +68,8 @@ def behind(
     if gate is None:
         return {}
     return {n: [Problem(f"not past `{gate.name}` ({state(watches[n])})",
-                        f"`{gate.name}` within {gate.deadline}", gate.remedy)]
+                        f"`{gate.name}` within {gate.deadline}",
+                        retry_remedy(watches[n], gate.remedy))]
             for n in missing(gate, watches) if n not in named}  # fmt: skip
 
 
@@ -130,8 +132,17 @@ def lost_problem(node: str, found: str) -> Problem:
 def fatal_problem(watch: NodeWatch) -> Problem:
     """What the node's most specific fatal line means, with its remedy."""
     assert watch.fatal is not None
-    return Problem(f"{watch.fatal.meaning}: {watch.fatal_line[:300]}",
+    return Problem(f"{watch.fatal.meaning}: {clipped(watch.fatal_line)}",
                    "no fatal line in the engine's log", watch.fatal.remedy)  # fmt: skip
+
+
+def clipped(line: str, width: int = 300) -> str:
+    """LINE within WIDTH characters, its start and its end: c10d and Python put the cause
+    last ("... (errno: 101 - Network is unreachable)")."""
+    if len(line) <= width:
+        return line
+    half = (width - 5) // 2
+    return f"{line[:half]} ... {line[-half:]}"
 
 
 def exited(watch: NodeWatch) -> str:
@@ -145,8 +156,19 @@ def logs_remedy(watch: NodeWatch) -> str:
     return f"read `docker logs {watch.container}` and `dmesg` on the node (or the evidence)"
 
 
+def retry_remedy(watch: NodeWatch, remedy: str) -> str:
+    """The remedy for a node short of a milestone: its retry line's, where it logged one (the
+    cause it shows), else REMEDY."""
+    return watch.retrying.remedy if watch.retrying else remedy
+
+
 def state(watch: NodeWatch) -> str:
+    """Where a node short of a milestone is: its container, and what it still retries or
+    the last thing it logged."""
     if not watch.started:
         return "its container was never started"
-    last = watch.lines[-1].strip()[:160] if watch.lines else "nothing logged"
+    if watch.retrying:
+        retry = f"{watch.retrying.meaning}: {clipped(watch.retrying_line)}"
+        return f"container {watch.state}, still retrying: {retry}"
+    last = last_said(watch.lines)[:160] or "nothing logged"
     return f"container {watch.state}, last line: {last}"

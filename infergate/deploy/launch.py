@@ -139,6 +139,10 @@ class Launch:
         """The first of the fatal signatures (the most specific: they are listed so) in LINE."""
         return next((f for f in self.fatal if f.search(line)), None)
 
+    def retrying_in(self, line: str) -> Signature | None:
+        """The fatal signature whose retry LINE shows: the engine still tries, and says why."""
+        return next((f for f in self.fatal if f.retried_in(line)), None)
+
 
 @dataclass(frozen=True)
 class Deadlines:

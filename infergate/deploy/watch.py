@@ -29,6 +29,8 @@ class NodeWatch:
     fatal: Signature | None = None  # the most specific fatal line seen: what it means
     fatal_line: str = ""
     fatal_at: float = 0.0  # seconds into the launch when the first one was seen
+    retrying: Signature | None = None  # the last retry line seen (Signature.retrying)
+    retrying_line: str = ""
 
     def last_lines(self, count: int = 12) -> list[str]:
         return self.lines[-count:]
@@ -73,14 +75,16 @@ def apply_event(watch: NodeWatch, event: dict[str, Any]) -> None:
 
 
 def scan(launch: Launch, watch: NodeWatch, node: str, new: list[str], at_s: float) -> list[str]:
-    """Record milestones and the most specific fatal line in NEW (a Traceback's cause comes
-    after it); returns the milestones reached."""
+    """Record milestones, the most specific fatal line in NEW (a Traceback's cause comes
+    after it) and the last retry line; returns the milestones reached."""
     reached = []
     for line in new:
         for m in launch.milestones:
             if node in m.nodes and m.name not in watch.reached and m.reached_by(line):
                 watch.reached[m.name] = at_s
                 reached.append(m.name)
+        if retrying := launch.retrying_in(line):
+            watch.retrying, watch.retrying_line = retrying, line.strip()
         fatal = launch.fatal_in(line)
         if fatal and (watch.fatal is None or _rank(launch, fatal) < _rank(launch, watch.fatal)):
             watch.fatal_at = watch.fatal_at if watch.fatal else at_s
