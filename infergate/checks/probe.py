@@ -32,6 +32,9 @@ SECTION_KILL_AFTER_S = 2  # the section's `timeout -k`: SIGKILL this long after 
 # every level that has a limit file. The file cache (active + inactive, counted over the
 # subtree) is what the kernel reclaims before it fails an allocation: an image just loaded
 # leaves gigabytes of it. Shell builtins only (`read`, `${path%/*}`): a level costs no process.
+# The usage and the cache are two files: page cache charged between the reads (a container
+# reading its image at GB/s) would count as memory freed, so the usage is read again after the
+# cache, and all three again (three tries at most) while the two usages differ by 64 MiB or more.
 CGROUP_MEMORY = r"""
 line=
 while IFS= read -r l; do
@@ -40,13 +43,16 @@ done </proc/self/cgroup
 case "$line" in *:memory:*) base=/sys/fs/cgroup/memory ;; *) base=/sys/fs/cgroup ;; esac
 path=${line#*:*:}
 while :; do
-  dir="$base$path" lim= use=
+  dir="$base$path" lim= cur=
   if [ -f "$dir/memory.max" ]; then
-    read -r lim <"$dir/memory.max"; read -r use <"$dir/memory.current"
+    read -r lim <"$dir/memory.max"; cur=memory.current
   elif [ -f "$dir/memory.limit_in_bytes" ]; then
-    read -r lim <"$dir/memory.limit_in_bytes"; read -r use <"$dir/memory.usage_in_bytes"
+    read -r lim <"$dir/memory.limit_in_bytes"; cur=memory.usage_in_bytes
   fi
-  if [ -n "$lim" ]; then
+  tries=0
+  while [ -n "$lim" ] && [ "$tries" -lt 3 ]; do
+    tries=$((tries + 1))
+    read -r use <"$dir/$cur"
     t=0 o=0
     while read -r k v; do
       case $k in
@@ -55,6 +61,11 @@ while :; do
       esac
     done <"$dir/memory.stat"
     [ "$t" != 0 ] || t=$o
+    read -r again <"$dir/$cur"
+    moved=$((again - use))
+    [ "${moved#-}" -lt 67108864 ] && break
+  done
+  if [ -n "$lim" ]; then
     echo "$path $lim $use $t"
   fi
   [ "$path" = / ] && break
