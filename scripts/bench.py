@@ -7,7 +7,7 @@ Runs, one after the other in this process, the three benches the figures come fr
 its own script measures (their docstrings say how): bench_preflight_image.py (the bare
 import of the engine and the full preflight with `--in-image fresh`; needs the lab's engine),
 bench_model_hash.py (full-tier SHA-256 against the node's limit, cold and warm, on node1),
-bench_preflight.py (the host-level preflight at 2 and 16 nodes, one process and `-n auto`),
+bench_preflight.py (the host-level preflight at 2 and 16 nodes, one process, `-n auto` and `-n 2`),
 bench_scale.py at 2 and 16 nodes (the controller's CPU for the same preflight, on the lab with
 sshd alone on each node: the lab's nodes share this machine's cores, so the wall ratio above
 is mostly theirs; the controller's is what a cluster of real nodes would cost it). The lab is
@@ -91,6 +91,7 @@ FRESH = "full preflight, `--in-image fresh` / bare `docker run IMAGE python3 -c 
 
 
 CONTROLLER = "controller CPU (pytest, its ssh clients, the masters), 16 nodes / 2 nodes"
+FORCED = "`-n 2` (two workers forced) / one process, 16 nodes"
 
 
 def rows(
@@ -103,6 +104,7 @@ def rows(
     the controller's CPU seconds by lab size, beside the wall ratio it explains."""
     one = {n: times["one process"] for n, times in preflight.items()}
     auto = {n: times["-n auto"] for n, times in preflight.items()}
+    forced = {n: times["-n 2"] for n, times in preflight.items()}
     cold = (h.cold_hash, h.cold_limit, h.cold_read, h.cores_limit)
     warm = (h.size / h.warm_hash, h.warm_limit, h.size / h.warm_raw, h.cores_limit)
     no_slower = at_most(1.0, "<= 1.0x (no slower)")
@@ -112,6 +114,7 @@ def rows(
         ratio_row(CONTROLLER, [controller[16]], [controller[2]], at_most(1.5, "<= 1.5x")),
         ratio_row("`-n auto` / one process, 2 nodes", auto[2], one[2], no_slower),
         ratio_row("`-n auto` / one process, 16 nodes", auto[16], one[16], no_slower),
+        ratio_row(FORCED, forced[16], one[16], REPORTED),
         hash_row("full SHA-256 / the limit, cold", cold, at_least(0.9, ">= 0.9x")),
         hash_row("the same, warm page cache", warm, REPORTED),
         ratio_row(FRESH, image["full, fresh"], image["bare"], at_most(1.5, "<= 1.5x")),

@@ -1,5 +1,5 @@
 """Warm wall time of the host-level preflight (`pytest -m preflight` over the host, fabric
-and memory checks) against a 2-node and a 16-node lab, in one process and under `-n auto`.
+and memory checks) against a 2-node and a 16-node lab, in one process, under `-n auto` and `-n 2`.
 The image and model checks are left out: the 16-node lab carries no engine (3 GB of image
 on each of 16 nodes).
 
@@ -56,7 +56,9 @@ def over_sizes(nodes: list[int], repeats: int, measure: Callable[[int, int], S])
         lab_up(2)
 
 
-MODES = {"one process": (), "-n auto": ("-n", "auto")}
+# `-n auto` as the suite sizes it (no workers for a plan this small: fixtures/plugin.py
+# auto_workers), and two workers forced, what `-n auto` started before
+MODES = {"one process": (), "-n auto": ("-n", "auto"), "-n 2": ("-n", "2")}
 
 
 def preflight_argv(*extra: str) -> list[str]:

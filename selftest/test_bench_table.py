@@ -11,8 +11,8 @@ from infergate.checks.model_hash import GB
 from selftest.test_profile_preflight import SCRIPTS
 
 PREFLIGHT = {  # seconds of each run, by lab size and mode
-    2: {"one process": [1.3, 1.2, 1.5], "-n auto": [2.0, 2.2, 2.1]},
-    16: {"one process": [3.0, 3.1, 2.9], "-n auto": [2.8, 2.9, 3.0]},
+    2: {"one process": [1.3, 1.2, 1.5], "-n auto": [2.0, 2.2, 2.1], "-n 2": [2.1, 2.0, 2.4]},
+    16: {"one process": [3.0, 3.1, 2.9], "-n auto": [2.8, 2.9, 3.0], "-n 2": [4.5, 4.4, 4.6]},
 }
 IMAGE = {"bare": [4.0, 4.4, 4.2], "full, fresh": [7.0, 5.0, 6.0]}
 CONTROLLER = {2: 0.86, 16: 1.16}  # CPU seconds
@@ -60,6 +60,7 @@ def test_every_row_of_the_issue_is_measured_and_judged_in_its_order(bench, hashi
          "MISS"),
         ("`-n auto` / one process, 16 nodes", "2.90 / 3.00 s = 0.97x", "<= 1.0x (no slower)",
          "PASS"),
+        (bench.FORCED, "4.50 / 3.00 s = 1.50x", "reported", "-"),
         ("full SHA-256 / the limit, cold",
          "1.48 / 1.60 GB/s = 0.93x (limit: read 1.60, cores 4.00)", ">= 0.9x", "PASS"),
         ("the same, warm page cache", "2.00 / 4.00 GB/s = 0.50x (limit: read 8.00, cores 4.00)",
@@ -71,7 +72,7 @@ def test_every_row_of_the_issue_is_measured_and_judged_in_its_order(bench, hashi
 def test_the_table_is_markdown_with_the_verdict_last(bench, hashing):
     lines = bench.table(bench.rows(PREFLIGHT, CONTROLLER, hashing, IMAGE)).splitlines()
     assert lines[:2] == ["| what | measured | goal | met |", "| --- | --- | --- | --- |"]
-    assert len(lines) == 2 + 8
+    assert len(lines) == 2 + 9
     assert lines[2] == "| host-level preflight, 2 nodes, one process | 1.30 s | <= 5 s | PASS |"
     assert all(line.count(" | ") == 3 for line in lines)
 

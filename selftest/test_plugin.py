@@ -3,10 +3,14 @@ the phase markers, where the plan comes from, the options it refuses, --strict."
 
 from __future__ import annotations
 
+import copy
+import os
 from pathlib import Path
 
 import pytest
 import yaml
+
+from infergate.fixtures.plugin import auto_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "inventories" / "lab.yaml"
@@ -179,3 +183,72 @@ def test_xdist_alone_runs_a_group_on_one_worker(pytester: pytest.Pytester) -> No
     assert len(ran) == 6, said(run)
     assert all(line.rstrip().endswith("@deployment") for line in ran), said(run)
     assert len({line.split()[0] for line in ran}) == 1, said(run)  # one worker: [gw0] or [gw1]
+
+
+WHERE_AM_I = """
+def test_where():
+    pass
+"""
+
+
+def plan_of(folder: Path, count: int) -> Path:
+    """The lab's plan with COUNT nodes, at most 243 (one /24; nothing here reaches them)."""
+    data = yaml.safe_load(LAB.read_text())
+    node2 = data["nodes"][1]
+    data["nodes"] = data["nodes"][:1] + [
+        {**copy.deepcopy(node2), "name": f"node{i}", "address": f"10.251.0.{i + 11}",
+         "fabric": {"address": f"10.252.0.{i + 11}/24"}}
+        for i in range(2, count + 1)
+    ]  # fmt: skip
+    data["engine"]["pipeline_parallel"] = count  # one CPU rank per node
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "plan.yaml").write_text(yaml.safe_dump(data))
+    return folder / "plan.yaml"
+
+
+def ran_on(pytester: pytest.Pytester, plan: Path) -> str:
+    pytester.makepyfile(test_where=WHERE_AM_I)
+    run = pytester.runpytest_subprocess(
+        f"--inventory={plan}", "-p", "no:cacheprovider", "-n", "auto", "-v"
+    )
+    assert run.ret == pytest.ExitCode.OK, said(run)
+    return said(run)
+
+
+@pytest.mark.parametrize(("nodes", "cores", "workers"), [
+    (2, 2, 0), (16, 2, 0), (128, 2, 0), (141, 2, 2), (1024, 2, 2),
+    (16, 16, 0), (74, 16, 0), (75, 16, 16), (1024, 1, 0),
+])  # fmt: skip
+def test_auto_starts_workers_only_where_they_pay_for_their_start_up(
+    nodes: int, cores: int, workers: int
+) -> None:
+    assert auto_workers(nodes, cores) == workers
+
+
+def test_n_auto_on_a_plan_of_two_nodes_runs_in_one_process(pytester: pytest.Pytester) -> None:
+    """The facts are read once, every node at once, in one process: two workers would each
+    pay pytest's start-up for 2 nodes' judging (`make bench`: 2.2x slower)."""
+    out = ran_on(pytester, LAB)
+    assert "test_where.py::test_where PASSED" in out
+    assert "created:" not in out  # xdist's line when it starts workers
+
+
+def test_n_auto_on_a_plan_of_many_nodes_starts_a_worker_per_core(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    cores = len(os.sched_getaffinity(0))
+    out = ran_on(pytester, plan_of(tmp_path, 200))
+    if cores == 1:
+        assert "created:" not in out
+    else:
+        assert f"created: {cores}/{cores} workers" in out
+        assert "] PASSED test_where.py::test_where" in out  # "[gw0] PASSED ..."
+
+
+def test_n_auto_keeps_xdist_s_own_variable(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")
+    out = ran_on(pytester, LAB)
+    assert "created: 2/2 workers" in out
+    assert "] PASSED test_where.py::test_where" in out
