@@ -13,6 +13,9 @@ RENDEZVOUS = "rendezvous"  # a torch.distributed all-reduce's output (NCCL or Gl
 ENGINES = frozenset({"sglang", "vllm", "vllm-ray"})  # a launch's log, by engine.kind
 _VLLM = frozenset({"vllm", "vllm-ray"})
 _EVERYWHERE = ENGINES | {RENDEZVOUS}
+# torch's TCPStore client on a failed connect (c10d TCPStore.cpp), and the errnos of no route
+_STORE_CLIENT = r"failed to connect/validate to host \S+"
+_NO_ROUTE = r"(Network is unreachable|No route to host)"
 
 
 @dataclass(frozen=True)
@@ -108,8 +111,7 @@ CATALOGUE = (
     # and the rank raises DistNetworkError. A refused or dropped connect reads "timed out
     # after N ms while trying to connect" instead (rank-missing, below).
     Signature("store-no-route",
-              r"(DistNetworkError|failed to connect/validate to host \S+ - timed out).*"
-              r"(Network is unreachable|No route to host)",
+              rf"(DistNetworkError|{_STORE_CLIENT} - timed out).*{_NO_ROUTE}",
               "this rank has no route to the dist-init store: its fabric link or address is "
               "down, or the store's address is not on its fabric",
               "bring the node's fabric link up with its planned address (`ip -br addr` and "
@@ -117,8 +119,7 @@ CATALOGUE = (
               "engine.dist_init_addr is the head's fabric address; then "
               "`pytest -m preflight -k fabric`",
               _EVERYWHERE, ("engine.dist_init_addr",),
-              retrying=r"failed to connect/validate to host \S+ - retrying.*"
-                       r"(Network is unreachable|No route to host)"),
+              retrying=rf"{_STORE_CLIENT} - retrying.*{_NO_ROUTE}"),
     # torch's TCPStore waiting for the ranks; the last two are the recorders' own deadlines
     # (scripts/gpu_probe.py, the in-image probe)
     Signature("rank-missing",

@@ -49,23 +49,23 @@ while :; do
   elif [ -f "$dir/memory.limit_in_bytes" ]; then
     read -r lim <"$dir/memory.limit_in_bytes"; cur=memory.usage_in_bytes
   fi
-  tries=0
-  while [ -n "$lim" ] && [ "$tries" -lt 3 ]; do
-    tries=$((tries + 1))
-    read -r use <"$dir/$cur"
-    t=0 o=0
-    while read -r k v; do
-      case $k in
-        total_active_file|total_inactive_file) t=$((t + v)) ;;
-        active_file|inactive_file) o=$((o + v)) ;;
-      esac
-    done <"$dir/memory.stat"
-    [ "$t" != 0 ] || t=$o
-    read -r again <"$dir/$cur"
-    moved=$((again - use))
-    [ "${moved#-}" -lt 67108864 ] && break
-  done
   if [ -n "$lim" ]; then
+    tries=0
+    while :; do
+      tries=$((tries + 1))
+      read -r use <"$dir/$cur"
+      t=0 o=0
+      while read -r k v; do
+        case $k in
+          total_active_file|total_inactive_file) t=$((t + v)) ;;
+          active_file|inactive_file) o=$((o + v)) ;;
+        esac
+      done <"$dir/memory.stat"
+      [ "$t" != 0 ] || t=$o
+      read -r again <"$dir/$cur"
+      moved=$((again - use))
+      [ "${moved#-}" -lt 67108864 ] || [ "$tries" -ge 3 ] && break
+    done
     echo "$path $lim $use $t"
   fi
   [ "$path" = / ] && break
