@@ -60,6 +60,15 @@ def at_least(bound: float, text: str) -> Goal:
 REPORTED = Goal("reported")
 
 
+def no_slower(rounds: list[float]) -> Goal:
+    """No slower than one process beyond the noise of this run: the one-process ROUNDS'
+    own spread, (max - min) / median. Below 141 nodes on 2 cores `-n auto` is one process
+    (fixtures/plugin.py auto_workers), so its ratio to one process is the machine's noise; a
+    `-n auto` that started workers again would cost 1.5x to 2.2x here (README, How fast)."""
+    bound = 1.0 + (max(rounds) - min(rounds)) / statistics.median(rounds)
+    return at_most(bound, f"<= 1.0x + one process's spread ({bound:.2f}x)")
+
+
 @dataclass(frozen=True)
 class Row:
     what: str
@@ -107,13 +116,12 @@ def rows(
     forced = {n: times["-n 2"] for n, times in preflight.items()}
     cold = (h.cold_hash, h.cold_limit, h.cold_read, h.cores_limit)
     warm = (h.size / h.warm_hash, h.warm_limit, h.size / h.warm_raw, h.cores_limit)
-    no_slower = at_most(1.0, "<= 1.0x (no slower)")
     return [
         seconds_row("host-level preflight, 2 nodes, one process", one[2], at_most(5.0, "<= 5 s")),
         ratio_row("16 nodes / 2 nodes, one process", one[16], one[2], at_most(1.5, "<= 1.5x")),
         ratio_row(CONTROLLER, [controller[16]], [controller[2]], at_most(1.5, "<= 1.5x")),
-        ratio_row("`-n auto` / one process, 2 nodes", auto[2], one[2], no_slower),
-        ratio_row("`-n auto` / one process, 16 nodes", auto[16], one[16], no_slower),
+        ratio_row("`-n auto` / one process, 2 nodes", auto[2], one[2], no_slower(one[2])),
+        ratio_row("`-n auto` / one process, 16 nodes", auto[16], one[16], no_slower(one[16])),
         ratio_row(FORCED, forced[16], one[16], REPORTED),
         hash_row("full SHA-256 / the limit, cold", cold, at_least(0.9, ">= 0.9x")),
         hash_row("the same, warm page cache", warm, REPORTED),
