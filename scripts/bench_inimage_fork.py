@@ -25,6 +25,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from bench_model_hash import on_node
 from bench_preflight_image import PLAN
 
 from infergate.checks.inimage import SCRIPT
@@ -45,7 +46,10 @@ def timed_facts(form, model, planned):
         os.close(w)
     else:
         flags("vllm", model, planned)
-    versions("vllm"), model_config(model), registry("vllm"), chat_template(model, planned)
+    versions("vllm")
+    model_config(model)
+    registry("vllm")
+    chat_template(model, planned)
     if form == "forked":
         with os.fdopen(r, "rb") as f:
             json.loads(f.read())
@@ -76,11 +80,10 @@ def run(lab: Lab, node: str, form: str) -> tuple[float, float]:
                  "-e", "HF_HUB_OFFLINE=1", "-v", f"{model}:{model}:ro", PLAN.image.ref,
                  "python3", "-c", *script]  # fmt: skip
     start = time.perf_counter()
-    done = lab.ssh(node, [shlex.join(container)], timeout=300)
+    found = TIMED.search(on_node(lab, node, shlex.join(container), timeout=300))
     wall = time.perf_counter() - start
-    found = TIMED.search(done.stdout)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"{node}, {form}: {done.stderr[-800:]}")
+    if found is None:
+        raise SystemExit(f"{node}, {form}: the experiment printed no TIMED line")
     return float(found[2]), wall
 
 
