@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from infergate.inventory import Inventory, InventoryError
-from infergate.plan_yaml import PLAN_ENV as ENV
-from infergate.plan_yaml import load_plan
+from infergate.plan.loader import PLAN_ENV as ENV
+from infergate.plan.loader import load_plan
+from infergate.plan.model import Inventory, InventoryError
 
 USAGE_ERROR = 4  # pytest's ExitCode.USAGE_ERROR
 EXIT_STATUS = (
@@ -78,14 +78,14 @@ def check_plan(path: Path) -> int:
 
 
 def print_schema() -> int:
-    from infergate.plan_schema import plan_schema
+    from infergate.plan.schema import plan_schema
 
     print(json.dumps(plan_schema(), indent=2))
     return 0
 
 
 def from_ansible(inventory: Path, group: str | None, out: Path | None) -> int:
-    from infergate.plan_ansible import plan_from_ansible
+    from infergate.plan.ansible import plan_from_ansible
 
     try:
         plan = plan_from_ansible(inventory, group)
@@ -99,14 +99,21 @@ def from_ansible(inventory: Path, group: str | None, out: Path | None) -> int:
     return 0
 
 
-def down(plan: Path, rest: list[str]) -> int:
-    """`python -m infergate.deploy down`, with the plan found here."""
-    from infergate.deploy.__main__ import main as deploy_main
+def down(path: Path, run: str | None) -> int:
+    """Remove RUN's containers (every run's but a live one's, when None) on every node."""
+    from infergate.deploy.down import down as remove
+    from infergate.remote.ssh_config import SshConfigError, plan_ssh_config
 
     try:
-        return deploy_main(["down", *rest, "--inventory", str(plan)])
-    except SystemExit as e:  # its argparse's usage error
-        return USAGE_ERROR if e.code == 2 else int(e.code or 0)
+        inventory = load_plan(path)
+        config = plan_ssh_config(inventory, path)
+    except InventoryError as e:
+        print(f"--inventory {e.in_file(path)}", file=sys.stderr)
+        return USAGE_ERROR
+    except SshConfigError as e:
+        print(f"--inventory {path}: {e}", file=sys.stderr)
+        return USAGE_ERROR
+    return remove(inventory, config, run, str(path))
 
 
 def make_parser() -> Parser:
@@ -119,10 +126,14 @@ def make_parser() -> Parser:
         )  # fmt: skip
         run.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV}, "
                          "else the ini key infergate_inventory)")  # fmt: skip
-    gone = commands.add_parser("down", help="remove a run's containers on every node",
-                               description="--run ID | --all-runs, as python -m "
-                               "infergate.deploy down takes them", allow_abbrev=False)  # fmt: skip
+    gone = commands.add_parser(
+        "down", help="remove a run's containers on every node", allow_abbrev=False,
+        description="Remove by label what a run of this suite left on the nodes, nothing else.",
+    )  # fmt: skip
     gone.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
+    which = gone.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
+    which.add_argument("--all-runs", action="store_true", help="every run but a live one")
     plan = commands.add_parser("plan", help="check a plan, its schema, one from Ansible")
     plans = plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser)
     check = plans.add_parser("check", help="load the plan as the gate does; exit 4 if wrong")
@@ -141,10 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in PHASES:
         command = pytest_argv(args.command, args.inventory, rest)
         os.execv(command[0], command)
-    if args.command == "down":
-        return down(plan_given(args, parser), rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "down":
+        return down(plan_given(args, parser), args.run)
     if args.plan_command == "check":
         return check_plan(plan_given(args, parser))
     if args.plan_command == "schema":

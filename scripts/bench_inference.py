@@ -55,14 +55,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, http_get
+from infergate.engines.registry import plan_launch
 from infergate.inference.client import run_load
 from infergate.inference.metrics import summarize
 from infergate.inference.plan import CHAT_PATH
 from infergate.inference.workload import Prompt, build_prompts, chat_bodies, dataset_prompts
-from infergate.inventory import Inventory
-from infergate.plan_yaml import load_plan
+from infergate.plan.loader import load_plan
+from infergate.plan.model import Inventory
 from infergate_lab import Lab
 from infergate_lab.engine import node_io, serving_alone
 from infergate_lab.layout import MODELS_MOUNTPOINT, SMOLLM2

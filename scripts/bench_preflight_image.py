@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 from bench_timing import green_pytest_seconds
 
-from infergate.inventory import parse_inventory
+from infergate.plan.model import parse_inventory
 from infergate_lab import Lab
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -41,7 +41,7 @@ from bench_preflight import LAB_INVENTORY, by_size_main, lab_up
 from profile_preflight import Run, masters_cpu, node_cgroups, run_preflight
 
 from infergate.fixtures.facts import FAN_OUT_CAP
-from infergate.plan_yaml import load_plan
+from infergate.plan.loader import load_plan
 
 PROJECTED = (256, 1024)
 ENGINE_RED = re.compile(r"test_docker_engine_answers\[(node\d+)\]")

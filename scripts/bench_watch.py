@@ -44,10 +44,10 @@ from docker import DockerClient
 
 from infergate.deploy.streams import Streams
 from infergate.deploy.watch import NodeWatch, apply_event, apply_inspect, parse_oom_kills
-from infergate.docker_api import node_engine
-from infergate.inventory import Inventory, Node
-from infergate.plan_yaml import load_plan
-from infergate.ssh_config import plan_ssh_config
+from infergate.plan.loader import load_plan
+from infergate.plan.model import Inventory, Node
+from infergate.remote.docker_api import node_engine
+from infergate.remote.ssh_config import plan_ssh_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "inventories" / "lab-moe-tp2.yaml"

@@ -6,7 +6,7 @@ fails while the committed file differs from what this writes).
 
 from pathlib import Path
 
-from infergate.plan_schema import plan_keys_markdown
+from infergate.plan.schema import plan_keys_markdown
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "plan-keys.md"
 

@@ -51,8 +51,8 @@ from bench_timing import proc_cpu_seconds, report_dir_option
 
 from infergate.checks.disk_space import node_sections
 from infergate.checks.probe import parse_sections, plan_sections, probe_script
-from infergate.plan_yaml import load_plan
-from infergate.ssh_config import control_dir, plan_known_hosts, ssh_config
+from infergate.plan.loader import load_plan
+from infergate.remote.ssh_config import control_dir, plan_known_hosts, ssh_config
 
 if TYPE_CHECKING:  # imported where used: loaded with -p, this module comes before infergate's
     from infergate.fixtures.hosts import Remote  # plugin, whose modules pytest must rewrite

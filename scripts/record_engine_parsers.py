@@ -22,9 +22,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-from infergate.checks.inimage import OTHER_ENGINE_FLAGS, PROBE_LABEL, probe_command
-from infergate.docker_api import run_to_exit
-from infergate.docker_cli import ContainerSpec
+from infergate.checks.inimage import OTHER_ENGINE_FLAGS, probe_command
+from infergate.engines.container import ContainerSpec
+from infergate.engines.labels import PROBE_LABEL
+from infergate.remote.docker_api import run_to_exit
 from infergate.waiting import Deadline
 from infergate_lab import Lab
 from infergate_lab.layout import CACHE_DIR

@@ -15,7 +15,7 @@ import yaml
 
 from infergate.checks.network import ping_command
 from infergate.checks.probe import plan_sections, probe_script
-from infergate.inventory import parse_inventory
+from infergate.plan.model import parse_inventory
 from infergate_lab import Lab
 
 ROOT = Path(__file__).resolve().parents[1]

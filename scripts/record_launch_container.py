@@ -19,9 +19,10 @@ import contextlib
 import time
 from pathlib import Path
 
-from infergate.checks.inimage import PROBE_LABEL, probe_command
-from infergate.docker_api import run_to_exit
-from infergate.docker_cli import ContainerSpec
+from infergate.checks.inimage import probe_command
+from infergate.engines.container import ContainerSpec
+from infergate.engines.labels import PROBE_LABEL
+from infergate.remote.docker_api import run_to_exit
 from infergate.waiting import Deadline
 from infergate_lab import Lab
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from infergate.fixtures.hosts import ssh_config
-from infergate.inventory import Inventory, Ssh, parse_inventory
+from infergate.plan.model import Inventory, Ssh, parse_inventory
 from infergate.waiting import Deadline, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]

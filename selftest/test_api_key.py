@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.apikey import (
+from infergate.deploy.executor import Deployment, Heard, LaunchFailed, NodeIo, Ran, http_get
+from infergate.engines.launch import HttpReady, Launch
+from infergate.fixtures.inventory import load_inventory
+from infergate.inference import client
+from infergate.inference.conformance import check_answer, check_models
+from infergate.plan.apikey import (
     HIDDEN,
     ApiKey,
     check_authorized,
@@ -22,13 +27,8 @@ from infergate.apikey import (
     flags_without_key,
     redact,
     resolve_api_key,
-)  # fmt: skip
-from infergate.deploy.executor import Deployment, Heard, LaunchFailed, NodeIo, Ran, http_get
-from infergate.deploy.launch import HttpReady, Launch
-from infergate.fixtures.inventory import load_inventory
-from infergate.inference import client
-from infergate.inference.conformance import check_answer, check_models
-from infergate.inventory import parse_inventory
+)
+from infergate.plan.model import parse_inventory
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import ROOT, run_suite

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.apikey import HIDDEN
+from infergate.plan.apikey import HIDDEN
 from selftest.suite import ROOT, run_suite
 from selftest.test_deploy_lab import (
     deploy,

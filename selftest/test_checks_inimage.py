@@ -29,8 +29,8 @@ from infergate.checks.inimage import (
 )
 from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
 from infergate.checks.probe import Section, parse_sections
-from infergate.docker_cli import ContainerSpec
-from infergate.inventory import parse_inventory
+from infergate.engines.container import ContainerSpec
+from infergate.plan.model import parse_inventory
 
 DATA = Path(__file__).parent / "data" / "h200-device"
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"

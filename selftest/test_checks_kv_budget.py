@@ -19,7 +19,7 @@ from infergate.checks.kv_budget import (
     rank_memory_of,
 )
 from infergate.checks.probe import Section
-from infergate.signatures import named, signatures_for
+from infergate.engines.signatures import named, signatures_for
 
 DATA = Path(__file__).parent / "data"
 SMOLLM2 = (DATA / "model-configs/smollm2-135m-instruct.json").read_text()

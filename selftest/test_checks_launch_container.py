@@ -24,9 +24,9 @@ from infergate.checks.launch_container import (
     most_in_flight,
 )
 from infergate.checks.probe import parse_sections
-from infergate.docker_cli import ContainerSpec
-from infergate.http_session import POOL_SIZE
-from infergate.inventory import Inference, parse_inventory
+from infergate.engines.container import ContainerSpec
+from infergate.plan.model import Inference, parse_inventory
+from infergate.remote.http_session import POOL_SIZE
 from selftest.test_checks_inimage import lookup
 from selftest.test_preflight_report import PLAN
 

@@ -17,7 +17,7 @@ from infergate.checks.offline import (
     parse_hub_dial,
     planned_sources,
 )
-from infergate.inventory import InventoryError, parse_inventory
+from infergate.plan.model import InventoryError, parse_inventory
 from selftest.test_inventory import lab_with
 
 DATA = Path(__file__).parent / "data" / "disk"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.checks.containers import RUN_LABEL, Container, check_foreign_containers
+from infergate.checks.containers import Container, check_foreign_containers
 from infergate.checks.facts import (
     containers_of,
     image_id_of,
@@ -25,7 +25,8 @@ from infergate.checks.pinning import check_pinning, check_pinning_planned, requi
 from infergate.checks.ports import check_ports_free, parse_ss_listening
 from infergate.checks.probe import parse_sections
 from infergate.deploy.executor import _start_remedy
-from infergate.inventory import parse_inventory
+from infergate.engines.labels import RUN_LABEL
+from infergate.plan.model import parse_inventory
 
 DATA = Path(__file__).parent / "data"
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"

@@ -34,7 +34,7 @@ from infergate.checks.ports import (
     parse_dials,
     parse_listener,
 )
-from infergate.inventory import parse_inventory
+from infergate.plan.model import parse_inventory
 
 DATA = Path(__file__).parent / "data" / "ports"
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"

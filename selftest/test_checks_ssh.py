@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.checks.ssh import check_ssh_failure
 from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
-from infergate.inventory import Node, Ssh, parse_inventory
+from infergate.plan.model import Node, Ssh, parse_inventory
+from infergate.remote.ssh_failure import check_ssh_failure
 from infergate.waiting import Deadline, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]

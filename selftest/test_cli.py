@@ -104,14 +104,16 @@ def test_an_unknown_command_is_a_usage_error() -> None:
 
 
 def test_down_refuses_a_bad_plan_as_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    """`infergate down` is `python -m infergate.deploy down` (its parser, its checks)."""
+    """`infergate down` loads the plan as the gate does: a bad one is a usage error."""
     path = HOSTILE / "dup-engine-block.yaml"
     assert main(["down", "--run", "r1", "--inventory", str(path)]) == 4
     assert f"--inventory {path}, line 26: engine: duplicate key" in capsys.readouterr().err
 
 
 def test_down_wants_a_run_or_all_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["down", "--inventory", str(LAB)]) == 4
+    with pytest.raises(SystemExit) as exited:
+        main(["down", "--inventory", str(LAB)])
+    assert exited.value.code == 4
     assert "one of the arguments --run --all-runs is required" in capsys.readouterr().err
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.docker_cli import engine_container
+from infergate.engines.container import engine_container
 from infergate.fixtures.inimage import _probe
-from infergate.inventory import Inventory, parse_inventory
+from infergate.plan.model import Inventory, parse_inventory
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 PLANS = {"vllm": "two-sparks-vllm.yaml", "sglang": "two-sparks-sglang.yaml",

@@ -11,19 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.deploy.engines import plan_launch
-from infergate.deploy.launch import (
-    ClusterJoined,
-    Exec,
-    HttpReady,
-    Launch,
-    Milestone,
-    Start,
-    Step,
-)
 from infergate.deploy.watch import RayStatus, parse_ray_status
+from infergate.engines.launch import ClusterJoined, Exec, HttpReady, Launch, Milestone, Start, Step
+from infergate.engines.registry import plan_launch
 from infergate.fixtures.inventory import load_inventory
-from infergate.inventory import Inventory, parse_inventory
+from infergate.plan.model import Inventory, parse_inventory
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 SGLANG = INVENTORIES / "two-sparks-sglang.yaml"

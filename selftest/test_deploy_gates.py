@@ -12,7 +12,7 @@ import pytest
 
 from infergate.deploy import gates
 from infergate.deploy.executor import Deployment, LaunchFailed
-from infergate.deploy.launch import HttpReady, Launch
+from infergate.engines.launch import HttpReady, Launch
 from infergate.fixtures.inventory import load_inventory
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving

@@ -21,12 +21,12 @@ import pytest
 import yaml
 from docker import DockerClient
 
-from infergate.checks.containers import RUN_LABEL
-from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, LaunchFailed, http_get
-from infergate.deploy.launch import Start
-from infergate.docker_api import local_engine
-from infergate.inventory import Inventory, parse_inventory
+from infergate.engines.labels import RUN_LABEL
+from infergate.engines.launch import Start
+from infergate.engines.registry import plan_launch
+from infergate.plan.model import Inventory, parse_inventory
+from infergate.remote.docker_api import local_engine
 from infergate_lab import Lab
 from infergate_lab.engine import node_io
 from selftest.suite import PHASE_DIRS, ROOT, SuiteRun, read_junit, run_suite

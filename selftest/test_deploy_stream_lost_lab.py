@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, LaunchFailed
-from infergate.docker_api import local_engine
+from infergate.engines.registry import plan_launch
+from infergate.remote.docker_api import local_engine
 from infergate_lab import Lab
 from infergate_lab.engine import node_io
 from selftest.test_deploy_lab import TP2, detected_after, lab_engines, load, run_containers

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from infergate.deploy.streams import News, Streams
-from infergate.docker_api import local_engine
+from infergate.remote.docker_api import local_engine
 from infergate_lab.docker import LAB_IMAGE
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(120)]

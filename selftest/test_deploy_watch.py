@@ -17,9 +17,7 @@ from typing import Any
 
 import pytest
 
-from infergate.deploy.engines import plan_launch
 from infergate.deploy.failure import behind, fatal_problem, missed
-from infergate.deploy.launch import DIST_INIT_REMEDY, INIT_BEGAN_REMEDY, Launch
 from infergate.deploy.streams import lines_of
 from infergate.deploy.watch import (
     NodeWatch,
@@ -32,6 +30,8 @@ from infergate.deploy.watch import (
     parse_top,
     scan,
 )  # fmt: skip
+from infergate.engines.launch import DIST_INIT_REMEDY, INIT_BEGAN_REMEDY, Launch
+from infergate.engines.registry import plan_launch
 from infergate.fixtures.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,8 @@ import pytest
 import yaml
 from docker.errors import APIError
 
-from infergate.docker_api import (
+from infergate.plan.model import parse_inventory
+from infergate.remote.docker_api import (
     _READ_HOST,
     API_ERRORS,
     EngineUnreachable,
@@ -28,7 +29,6 @@ from infergate.docker_api import (
     engine_said,
     node_engine,
 )
-from infergate.inventory import parse_inventory
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))

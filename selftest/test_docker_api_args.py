@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from docker.errors import ImageNotFound
 
-from infergate.docker_api import local_engine
-from infergate.docker_args import DockerArgsError, parse_docker_args
-from infergate.docker_cli import ContainerSpec, clears_entrypoint
+from infergate.engines.container import ContainerSpec, clears_entrypoint
+from infergate.plan.docker_args import DockerArgsError, parse_docker_args
+from infergate.remote.docker_api import local_engine
 from selftest.local_http import JsonHandler, serving
 
 API = "1.41"  # the lab's dockerd (20.10) speaks it

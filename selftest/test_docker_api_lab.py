@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from infergate.checks.inimage import body, check_all_reduce
-from infergate.docker_api import EngineUnreachable, node_engine, run_to_exit
-from infergate.docker_cli import ContainerSpec
+from infergate.engines.container import ContainerSpec
 from infergate.fixtures.inimage import InImage, probe_on_node
 from infergate.fixtures.inventory import load_inventory
-from infergate.inventory import Inventory, Node, parse_inventory
-from infergate.ssh_config import ssh_config
+from infergate.plan.model import Inventory, Node, parse_inventory
+from infergate.remote.docker_api import EngineUnreachable, node_engine, run_to_exit
+from infergate.remote.ssh_config import ssh_config
 from infergate.waiting import Deadline
 from infergate_lab import layout
 from infergate_lab.docker import LAB_IMAGE

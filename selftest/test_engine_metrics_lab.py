@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from infergate.inference import report
 from infergate.inference.client import run_load
 from infergate.inference.engine_metrics import Scraper
 from infergate.inference.metrics import summarize
 from infergate.inference.plan import CHAT_PATH, chat_body
+from infergate.reports import inference as report
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from selftest.browser import check_page

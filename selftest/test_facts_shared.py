@@ -16,7 +16,7 @@ import pytest
 from infergate.fixtures.facts import SHARED_KEY, PerNode, shared
 from infergate.fixtures.hosts import NodeTimedOut, NodeUnreachable, Remote
 from infergate.fixtures.inventory import load_inventory
-from infergate.inventory import Ssh
+from infergate.plan.model import Ssh
 from infergate.waiting import Deadline
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from infergate.apikey import HIDDEN
 from infergate.deploy import gates
 from infergate.deploy.executor import Deployment, LaunchFailed
-from infergate.deploy.launch import Launch, Milestone
 from infergate.deploy.streams import News, lines_of
 from infergate.deploy.watch import Heartbeat, last_said
+from infergate.engines.launch import Launch, Milestone
 from infergate.fixtures.inventory import load_inventory
+from infergate.plan.apikey import HIDDEN
 from infergate.waiting import Deadline
 from selftest.test_api_key import local_io
 

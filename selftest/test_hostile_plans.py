@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate import plan_yaml
 from infergate.fixtures.inventory import load_inventory
-from infergate.inventory import InventoryError
+from infergate.plan import loader as plan_yaml
+from infergate.plan.model import InventoryError
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "selftest" / "data" / "plans-hostile"

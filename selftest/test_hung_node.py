@@ -17,7 +17,7 @@ import yaml
 
 from infergate.fixtures.facts import model_hashes
 from infergate.fixtures.hosts import KILL_AFTER_S, SSH_GRACE_S, NodeHung, NodeTimedOut, Remote
-from infergate.inventory import Ssh, parse_inventory
+from infergate.plan.model import Ssh, parse_inventory
 from infergate.waiting import LOOK_AT
 
 ROOT = Path(__file__).resolve().parents[1]

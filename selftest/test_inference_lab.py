@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from infergate.inference.client import post_json
-from infergate.inference.outputs import level_slug
-from infergate.inference.report import read_results
 from infergate.inference.workload import build_prompts
+from infergate.reports.inference import read_results
+from infergate.reports.outputs import level_slug
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped

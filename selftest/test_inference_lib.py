@@ -24,9 +24,10 @@ import numpy as np
 import pytest
 import yaml
 
-from infergate.inference import baseline, client, metrics, plan, report, sse
+from infergate.inference import baseline, client, metrics, plan, sse
 from infergate.inference.client import StreamRecord
-from infergate.inventory import Inference, InventoryError, Probe, Slo, parse_inventory
+from infergate.plan.model import Inference, InventoryError, Probe, Slo, parse_inventory
+from infergate.reports import inference as report
 from infergate_lab.usage_proxy import strip_usage
 from selftest.local_http import JsonHandler, serving
 

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from infergate.apikey import HIDDEN
-from infergate.inference import metrics, outputs, plan, report
+from infergate.inference import metrics, plan
 from infergate.inference.client import StreamRecord
-from infergate.inventory import Slo
-from infergate.tool_version import checkout_commit, tool_version
+from infergate.plan.apikey import HIDDEN
+from infergate.plan.model import Slo
+from infergate.reports import inference as report
+from infergate.reports import outputs
+from infergate.reports.version import checkout_commit, tool_version
 from selftest.test_inference_lib import TEN_CHUNKS, record, results
 
 

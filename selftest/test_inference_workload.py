@@ -24,11 +24,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate import http_session
-from infergate.inference import client, outputs, workload
+from infergate.inference import client, workload
 from infergate.inference.progress import Progress
 from infergate.inference.workload import Level, Prompt, WorkloadError
-from infergate.inventory import Inference
+from infergate.plan.model import Inference
+from infergate.remote import http_session
+from infergate.reports import outputs
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import PHASE_DIRS, ROOT
 from selftest.test_inference_lib import BODY, Handler, SseServer, base

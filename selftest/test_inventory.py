@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.inventory import (
+from infergate.plan.model import (
     PLACEHOLDERS,
     InventoryError,
     Ssh,

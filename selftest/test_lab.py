@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.inventory import parse_inventory
+from infergate.plan.model import parse_inventory
 from infergate_lab import Lab, LabError, render_inventory
 
 pytestmark = pytest.mark.lab

@@ -2,24 +2,11 @@
 or the tests, nor the lab; the fixtures never import the lab; the root conftest names no
 infergate plugin (the entry point loads it).
 
-`requests` is the library's HTTP client (infergate.http_session makes its sessions): doing
-HTTP is no test framework's business, and one client for the gate, the conformance calls and
-the load keeps the key, TLS, proxy and timeout policy in one place. `docker` (docker-py) is
-the library's client of each node's Docker Engine API (infergate.docker_api).
-
-Inside the library, imports run one way too, down through four layers:
-- the plan: the model and its parser, the words a failure is made of (problems), the look
-  and the version stamp of the reports (report_page, tool_version), waiting,
-  secrets and the API key (the parser reads those two to keep a secret out of its errors);
-- the nodes: what reads a node and judges it (checks/) and the clients that reach it
-  (ssh_config, docker_cli, docker_api, http_session), with the failure signatures the judges
-  and the launch watch share;
-- the actions: deploy/ (launch, watch, gates, down), inference/ (load, conformance) and
-  preflight_report (the preflight's report, in the inference report's look),
-  which may use the checks (the launch reuses the probe's labels);
-- the command: cli.py, which wires the actions to `infergate`.
-No cycle runs between the packages checks/, deploy/ and inference/. A module placed in no
-layer fails, so each new one is placed on purpose."""
+Inside the library, imports run down LAYERS, one home per concept: the words a failure is
+made of and the clock; the plan; what differs by engine; reaching nodes and judging what
+they say; the actions (deploy, inference) and their reports; the command. No cycle runs
+between the packages. A module placed in no layer fails, so each new one is placed on
+purpose."""
 
 import ast
 import graphlib
@@ -33,21 +20,14 @@ ABOVE_THE_LIBRARY = ("infergate.fixtures", "infergate.tests_", "infergate_lab", 
 
 
 LAYERS = (
-    (
-        "infergate.problems", "infergate.waiting", "infergate.secrets", "infergate.apikey",
-        "infergate._validate", "infergate._plan_words", "infergate._plan_rules",
-        "infergate.inventory", "infergate.plan_yaml", "infergate.plan_schema",
-        "infergate.plan_ansible", "infergate.docker_args", "infergate.report_page",
-        "infergate.tool_version",
-    ),
-    (
-        "infergate.checks", "infergate.signatures", "infergate.ssh_config",
-        "infergate.docker_cli", "infergate.docker_api", "infergate.http_session",
-    ),
-    ("infergate.deploy", "infergate.inference", "infergate.preflight_report"),
+    ("infergate.problems", "infergate.waiting"),
+    ("infergate.plan",),
+    ("infergate.engines",),
+    ("infergate.remote", "infergate.checks"),
+    ("infergate.deploy", "infergate.inference", "infergate.reports"),
     ("infergate.cli", "infergate"),
-)  # fmt: skip
-PACKAGES = ("infergate.checks", "infergate.deploy", "infergate.inference")
+)
+PACKAGES = tuple(name for names in LAYERS[1:-1] for name in names)
 
 
 def module_name(path: Path) -> str:

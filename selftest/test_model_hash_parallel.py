@@ -16,7 +16,7 @@ import pytest
 from infergate.checks.model_hash import READ_BYTES, hash_command, parse_model_hashes
 from infergate.fixtures.hosts import Remote
 from infergate.fixtures.inventory import load_inventory
-from infergate.inventory import Ssh
+from infergate.plan.model import Ssh
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = dataclasses.replace(load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0],

@@ -21,7 +21,7 @@ from infergate.checks.model_hash import (
 )
 from infergate.fixtures.hosts import Remote
 from infergate.fixtures.inventory import load_inventory
-from infergate.inventory import Ssh
+from infergate.plan.model import Ssh
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = dataclasses.replace(load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0],

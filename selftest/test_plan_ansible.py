@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.inventory import InventoryError
-from infergate.plan_ansible import TODO, plan_from_ansible
-from infergate.plan_yaml import load_plan
+from infergate.plan.ansible import TODO, plan_from_ansible
+from infergate.plan.loader import load_plan
+from infergate.plan.model import InventoryError
 
 DATA = Path(__file__).resolve().parent / "data" / "ansible"
 YAML_INVENTORY = DATA / "sparks.yml"

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.inventory import Inventory, InventoryError, parse_inventory
-from infergate.plan_yaml import parse_plan
+from infergate.plan.loader import parse_plan
+from infergate.plan.model import Inventory, InventoryError, parse_inventory
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 SHIPPED = sorted(p.name for p in INVENTORIES.glob("*.yaml"))

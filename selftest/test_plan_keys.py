@@ -15,8 +15,8 @@ import pytest
 
 from infergate.checks.network import check_fabric_interface
 from infergate.checks.pinning import check_pinning
-from infergate.inventory import SET_BY_PARSER, Inventory, is_plan_key, parse_inventory, plan_key
-from infergate.plan_schema import plan_schema
+from infergate.plan.model import SET_BY_PARSER, Inventory, is_plan_key, parse_inventory, plan_key
+from infergate.plan.schema import plan_schema
 from selftest.test_checks_network import interfaces
 from selftest.test_inventory import lab_with
 

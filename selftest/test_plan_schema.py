@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate import _validate as v
-from infergate.inventory import InventoryError, parse_inventory
-from infergate.plan_schema import DOCS_COMMAND, DRAFT, plan_keys_markdown, plan_schema
+from infergate.plan import values as v
+from infergate.plan.model import InventoryError, parse_inventory
+from infergate.plan.schema import DOCS_COMMAND, DRAFT, plan_keys_markdown, plan_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANS = sorted((ROOT / "inventories").glob("*.yaml"))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from infergate.inference import plots, report
 from infergate.inference.samples import LevelSamples
+from infergate.reports import inference as report
+from infergate.reports import plots
 from selftest.test_inference_lib import results
 
 

@@ -21,7 +21,7 @@ from infergate.inference.client import StreamRecord, get_json, stream_completion
 from infergate.inference.engine_metrics import parse_prometheus_text
 from infergate.inference.plan import CHAT_PATH
 from infergate.inference.workload import build_prompts, chat_bodies
-from infergate.plan_yaml import load_plan
+from infergate.plan.loader import load_plan
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from selftest.suite import ROOT

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.apikey import HIDDEN
 from infergate.fixtures.report import fail_on_nodes
-from infergate.inventory import parse_inventory
-from infergate.preflight_report import (
+from infergate.plan.apikey import HIDDEN
+from infergate.plan.model import parse_inventory
+from infergate.problems import Problem
+from infergate.reports.preflight import (
     SCHEMA_VERSION,
     Cell,
     CheckSeen,
@@ -34,8 +35,7 @@ from infergate.preflight_report import (
     render_html,
     write_preflight,
 )
-from infergate.problems import Problem
-from infergate.tool_version import ToolVersion
+from infergate.reports.version import ToolVersion
 from selftest.browser import check_page
 from selftest.suite import ROOT
 

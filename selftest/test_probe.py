@@ -18,7 +18,7 @@ from infergate.checks.probe import (
 )
 from infergate.fixtures.facts import ProbeSilent, _probe, on_every_node, read_fact
 from infergate.fixtures.hosts import Remote
-from infergate.inventory import Ssh, parse_inventory
+from infergate.plan.model import Ssh, parse_inventory
 from infergate.waiting import LOOK_AT
 
 LAB = parse_inventory(

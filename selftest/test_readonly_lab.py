@@ -14,7 +14,7 @@ import yaml
 
 from infergate.checks.network import ping_command
 from infergate.fixtures.hosts import Remote, ssh_config
-from infergate.inventory import parse_inventory
+from infergate.plan.model import parse_inventory
 from infergate_lab import Lab
 from selftest.suite import run_suite
 

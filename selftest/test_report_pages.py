@@ -7,8 +7,8 @@ import dataclasses
 import random
 from pathlib import Path
 
-from infergate.inference import report
 from infergate.inference.samples import EngineSample, LevelSamples
+from infergate.reports import inference as report
 from selftest.browser import check_page
 from selftest.test_inference_lib import results
 

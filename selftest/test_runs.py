@@ -24,7 +24,6 @@ from infergate.checks.containers import (
     parse_docker_ps_json,
     parse_docker_stats_json,
 )
-from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, LaunchFailed
 from infergate.deploy.runlock import (
     Holder,
@@ -35,9 +34,10 @@ from infergate.deploy.runlock import (
     read_answer,
 )
 from infergate.deploy.runs import check_removed, check_run_not_taken, of_runs
+from infergate.engines.registry import plan_launch
 from infergate.fixtures import runs
 from infergate.fixtures.deploy import _new_run_id, sigint_deferred
-from infergate.inventory import Inventory, parse_inventory
+from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
 from selftest.suite import PHASE_DIRS, ROOT
 
@@ -320,7 +320,7 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     """`deploy down` on the plan whose one node is this machine (connection: local), whose
     Docker has no daemon: the node, what Docker said, and the command to finish it."""
     plan = Path(__file__).parents[1] / "inventories" / "h200-device.yaml"
-    done = subprocess.run([sys.executable, "-m", "infergate.deploy", "down", "--run", "r1",
+    done = subprocess.run([sys.executable, "-m", "infergate.cli", "down", "--run", "r1",
                            "--inventory", str(plan)], capture_output=True, text=True,
                           env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"},
                           timeout=60, check=False)  # fmt: skip
@@ -391,7 +391,7 @@ def test_deploy_down_leaves_the_run_that_holds_the_cluster(tmp_path):
                              stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert other.stdout.readline().strip() == "HELD"
-        done = subprocess.run([sys.executable, "-m", "infergate.deploy", "down", "--run", live,
+        done = subprocess.run([sys.executable, "-m", "infergate.cli", "down", "--run", live,
                                "--inventory", str(plan)], capture_output=True, text=True,
                               timeout=60, check=False)  # fmt: skip
     finally:

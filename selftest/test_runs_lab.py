@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, LaunchFailed
+from infergate.engines.registry import plan_launch
 from infergate_lab.docker import LAB_IMAGE
 from infergate_lab.engine import node_io
 from selftest.test_deploy_lab import TP2, lab_engines, load

@@ -18,20 +18,20 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.apikey import HIDDEN, redact
 from infergate.checks.inimage import probe_command
-from infergate.deploy.engines import plan_launch
 from infergate.deploy.executor import Deployment, Heard, Ran
-from infergate.deploy.launch import ClusterJoined, Exec, Launch, Start
+from infergate.engines.launch import ClusterJoined, Exec, Launch, Start
+from infergate.engines.registry import plan_launch
 from infergate.fixtures.inimage import _probe
-from infergate.inventory import Inventory, InventoryError, parse_inventory
-from infergate.secrets import (
+from infergate.plan.apikey import HIDDEN, redact
+from infergate.plan.model import Inventory, InventoryError, parse_inventory
+from infergate.plan.secrets import (
     RedactingFilter,
     is_secret_name,
     plan_secrets,
     private_dir,
     write_private,
-)  # fmt: skip
+)
 from selftest.suite import ROOT
 
 TOKEN = "hf_secret_token_7f3a9c"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from infergate.apikey import HIDDEN
+from infergate.plan.apikey import HIDDEN
 from infergate_lab import Lab
 from selftest.suite import ROOT, run_suite
 from selftest.test_deploy_lab import NODES, plan_file, run_containers, suite_args

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from infergate.deploy.launch import INIT_BEGAN_REMEDY
+from infergate.engines.launch import INIT_BEGAN_REMEDY
 from infergate_lab import Lab
 from infergate_lab.engine import LabEngine, ensure_engine
 from infergate_lab.engine_image import SGLANG

@@ -3,7 +3,7 @@
 import pytest
 
 from infergate.checks.inimage_ran import check_nccl_ran
-from infergate.signatures import CATALOGUE, ENGINES, RENDEZVOUS, named, signatures_for
+from infergate.engines.signatures import CATALOGUE, ENGINES, RENDEZVOUS, named, signatures_for
 
 
 def test_each_signature_is_named_once_and_applies_somewhere():

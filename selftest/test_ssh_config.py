@@ -8,8 +8,13 @@ import pytest
 import yaml
 
 from infergate.fixtures.hosts import connections, ssh_config
-from infergate.inventory import Inventory, parse_inventory
-from infergate.ssh_config import SshConfigError, plan_known_hosts, plan_ssh_config, ssh_command
+from infergate.plan.model import Inventory, parse_inventory
+from infergate.remote.ssh_config import (
+    SshConfigError,
+    plan_known_hosts,
+    plan_ssh_config,
+    ssh_command,
+)
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
-from infergate.inventory import Inventory, parse_inventory
+from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab import layout
 from selftest.suite import run_suite
 

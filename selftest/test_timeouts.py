@@ -15,7 +15,7 @@ from infergate.fixtures.facts import model_hashes
 from infergate.fixtures.hosts import NodeUnreachable
 from infergate.fixtures.inimage import IMPORT_ALLOWANCE_S
 from infergate.fixtures.timeouts import AFTER_HASH_S, AFTER_LAUNCH_S, OWN_WORK_S
-from infergate.inventory import parse_inventory
+from infergate.plan.model import parse_inventory
 from infergate.waiting import Deadline
 from selftest.suite import PHASE_DIRS, ROOT
 

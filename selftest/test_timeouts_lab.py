@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.checks.containers import RUN_LABEL
+from infergate.engines.labels import RUN_LABEL
 from infergate_lab import Lab
 from selftest.suite import ROOT, SuiteRun, run_suite
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from infergate.apikey import check_authorized
 from infergate.deploy.executor import Deployment
 from infergate.deploy.failure import fatal_problem
 from infergate.deploy.gates import served_ids
 from infergate.fixtures.report import fail_on, fail_on_nodes
-from infergate.inventory import Inventory, Node
+from infergate.plan.apikey import check_authorized
+from infergate.plan.model import Inventory, Node
 from infergate.problems import Problem
 
 pytestmark = pytest.mark.xdist_group("deployment")

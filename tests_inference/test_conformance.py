@@ -12,7 +12,7 @@ from infergate.fixtures.endpoint import REQUEST_TIMEOUT_S, Endpoint
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import conformance as judge
 from infergate.inference.client import get_json, post_json, stream_completion
-from infergate.inventory import Inventory
+from infergate.plan.model import Inventory
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam

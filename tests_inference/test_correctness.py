@@ -9,7 +9,7 @@ from infergate.fixtures.inventory import INVENTORY_KEY
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference.client import stream_completion
 from infergate.inference.plan import CHAT_PATH, check_probe, probe_body
-from infergate.inventory import Inventory
+from infergate.plan.model import Inventory
 
 pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
 

@@ -13,7 +13,7 @@ from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.plan import check_failures, check_goodput, check_thresholds
 from infergate.inference.workload import Level, levels
-from infergate.inventory import Inventory
+from infergate.plan.model import Inventory
 from infergate.problems import Problem
 
 pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]

@@ -12,7 +12,7 @@ from infergate.checks.kv_budget import (
 )
 from infergate.fixtures.facts import read_fact
 from infergate.fixtures.report import fail_on
-from infergate.inventory import flag_value
+from infergate.plan.model import flag_value
 
 
 def test_context_length_fits_kv_cache(probes, node, inventory):

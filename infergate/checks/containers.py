@@ -12,13 +12,11 @@ import shlex
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from infergate.checks.inimage import PROBE_LABEL
 from infergate.checks.memory import gib
-from infergate.inventory import plan_key
+from infergate.engines.labels import PLAN_LABEL, PROBE_LABEL, RUN_LABEL
+from infergate.plan.model import plan_key
 from infergate.problems import Problem
 
-RUN_LABEL = "infergate.run"  # the label on every container a deploy of this suite starts
-PLAN_LABEL = "infergate.plan"  # the inventory's name, to find a kept deployment again
 ALLOW_KEY = plan_key("allow.containers")
 
 

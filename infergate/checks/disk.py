@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from infergate.docker_args import parse_docker_args
+from infergate.plan.docker_args import parse_docker_args
 
 # The engine images run as root (vllm/vllm-openai, lmsysorg/sglang, NGC), so `~` in the
 # container is /root unless the plan's env sets HOME

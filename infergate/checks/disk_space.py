@@ -24,7 +24,7 @@ from infergate.checks.disk import (
 )
 from infergate.checks.facts import ProbeError, Sections, section_text
 from infergate.checks.offline import hub_section, hub_target
-from infergate.inventory import Inventory, Node
+from infergate.plan.model import Inventory, Node
 from infergate.problems import Problem
 
 GIB = 2**30

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from infergate.inventory import plan_key
+from infergate.plan.model import plan_key
 from infergate.problems import Problem
 
 ALLOW_KEY = plan_key("allow.gpu_processes")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
-from infergate.inventory import Node
+from infergate.plan.model import Node
 from infergate.problems import Problem
 
 NO_IMAGE = None

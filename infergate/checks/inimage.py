@@ -2,7 +2,7 @@
 
 The container is the engine's own (docker_cli.engine_container: GPUs, RDMA devices and
 memlock, host network and IPC, the model, the plan's env, engine.docker_args, the image by
-ID, never pulled), made through the node's Engine API (infergate.docker_api); only its
+ID, never pulled), made through the node's Engine API (infergate.remote.docker_api); only its
 command, its name and a label naming this run, so that clean-up removes exactly it, differ.
 Its sections say what the image's own software makes of the plan: versions, the model's
 architecture, the planned flags, a stray /etc/nccl.conf, what the container was given
@@ -36,11 +36,10 @@ from infergate.checks.nccl import (
     parse_torchrun_log,
 )
 from infergate.checks.probe import Section
-from infergate.docker_cli import ContainerSpec
-from infergate.inventory import Inventory
+from infergate.engines.container import ContainerSpec
+from infergate.plan.model import Inventory
 from infergate.problems import Problem
 
-PROBE_LABEL = "infergate.preflight"
 SCRIPT = files("infergate.checks").joinpath("scripts/in_image.py").read_text()
 
 # Only to name a rejected flag: which engine it belongs to. Validation is the image's parser.

@@ -17,7 +17,7 @@ from infergate.checks.host import DockerEngine, check_docker_engine
 from infergate.checks.image import check_image_parity
 from infergate.checks.nccl import remedy_for
 from infergate.checks.probe import Section
-from infergate.inventory import Inventory
+from infergate.plan.model import Inventory
 from infergate.problems import Problem
 
 NOT_PROBE_OUTPUT = ("facts-cache",)  # printed by the node's shell, not by the probe

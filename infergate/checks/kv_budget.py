@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infergate.checks.facts import ProbeError, Sections, gpus_of, memory_of, section_text
-from infergate.inventory import flag_value
+from infergate.plan.model import flag_value
 from infergate.problems import Problem
 
 GIB = 1024**3

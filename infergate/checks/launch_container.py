@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infergate.http_session import POOL_SIZE
-from infergate.inventory import Inference, plan_key
+from infergate.plan.model import Inference, plan_key
 from infergate.problems import Problem
+from infergate.remote.http_session import POOL_SIZE
 
 FLOOR_KEY = plan_key("thresholds.min_open_files")
 ENGINE_RAISES_TO = 65535  # the soft limit the engines set themselves, within the hard one

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from infergate.inventory import plan_key
+from infergate.plan.model import plan_key
 from infergate.problems import Problem
 
 # the keys of what a node's memory must hold, as Inventory.mem_needed_gib adds it up

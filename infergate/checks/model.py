@@ -8,7 +8,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from infergate.inventory import plan_key
+from infergate.plan.model import plan_key
 from infergate.problems import Problem
 
 PATH_KEY, MANIFEST_KEY = plan_key("model.path"), plan_key("model.manifest")

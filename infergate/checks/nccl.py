@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from infergate.inventory import plan_key
+from infergate.engines.signatures import RENDEZVOUS, Signature, named, signatures_for
+from infergate.plan.model import plan_key
 from infergate.problems import Problem
-from infergate.signatures import RENDEZVOUS, Signature, named, signatures_for
 
 EXIT_TIMED_OUT = 124  # `timeout`'s exit status, also what gpu_probe.py records on its deadline
 
@@ -27,7 +27,7 @@ class AllReduce:
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str  # a signature's name (infergate.signatures)
+    kind: str  # a signature's name (infergate.engines.signatures)
     line: str
 
 

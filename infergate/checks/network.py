@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface
 
-from infergate.inventory import plan_key
+from infergate.plan.model import plan_key
 from infergate.problems import Problem, last_line
 
 MTU_KEY = plan_key("fabric.mtu")

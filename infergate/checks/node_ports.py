@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infergate.inventory import Inventory, Node, plan_key
+from infergate.plan.model import Inventory, Node, plan_key
 from infergate.problems import Problem
 
 # Ray's own fixed defaults, which `ray start` (deploy/vllm_ray.py) does not override:

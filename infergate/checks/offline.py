@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from infergate.checks.disk import Volume
 from infergate.checks.facts import Sections, section_text
 from infergate.checks.ports import dial_command, parse_dials
-from infergate.inventory import flag_values, plan_key
+from infergate.plan.model import flag_values, plan_key
 from infergate.problems import Problem
 
 HUB_DEFAULT = "https://huggingface.co"

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv4Network, ip_address
 
 from infergate.checks.network import Interface
-from infergate.inventory import Node
+from infergate.plan.model import Node
 from infergate.problems import Problem
 
 IFNAME_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infergate.checks.node_ports import Bound
-from infergate.inventory import plan_key
+from infergate.plan.model import plan_key
 from infergate.problems import Problem
 
 DIST_INIT_KEY = plan_key("engine.dist_init_port")

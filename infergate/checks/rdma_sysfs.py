@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Address, IPv6Address
 
-from infergate.inventory import Node
+from infergate.plan.model import Node
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,7 @@ from docker import DockerClient
 from docker.errors import NotFound
 from docker.models.containers import Container
 
-from infergate import http_session
-from infergate.apikey import ApiKey, redact
-from infergate.checks.containers import RUN_LABEL, down_command
+from infergate.checks.containers import down_command
 from infergate.deploy import gates
 from infergate.deploy.failure import (
     LaunchFailed,
@@ -42,7 +40,6 @@ from infergate.deploy.failure import (
     unreached,
     watch_problems,
 )
-from infergate.deploy.launch import Exec, Gate, Launch, Start, Step
 from infergate.deploy.removal import remove_run, taken_names
 from infergate.deploy.runs import check_run_not_taken, node_remove_hint
 from infergate.deploy.streams import News, Streams
@@ -59,10 +56,14 @@ from infergate.deploy.watch import (
     parse_top,
     scan,
 )  # fmt: skip
-from infergate.docker_api import API_ERRORS, EngineUnreachable, create_container, engine_said
-from infergate.inventory import Node
+from infergate.engines.labels import RUN_LABEL
+from infergate.engines.launch import Exec, Gate, Launch, Start, Step
+from infergate.plan.apikey import ApiKey, redact
+from infergate.plan.model import Node
+from infergate.plan.secrets import private_dir, write_private
 from infergate.problems import Problem, describe_all
-from infergate.secrets import private_dir, write_private
+from infergate.remote import http_session
+from infergate.remote.docker_api import API_ERRORS, EngineUnreachable, create_container, engine_said
 
 SETTLE_S = 3.0  # after a Traceback line, how long its cause may take to follow
 LOG_END_S = 2.0  # after a container stopped, for the rest of its log to arrive
@@ -133,7 +134,7 @@ class Deployment:
         evidence: Path | None = None,
         keep: bool = False,
         api_key: ApiKey | None = None,
-        secrets: tuple[str, ...] = (),  # the plan's (infergate.secrets.plan_secrets)
+        secrets: tuple[str, ...] = (),  # the plan's (infergate.plan.secrets.plan_secrets)
         inventory_path: str | None = None,  # for the removal's remedy
         ca_bundle: str | None = None,  # https verified against it (None: certifi's CAs)
         engines: Mapping[str, DockerClient] | None = None,  # each node's Docker Engine API

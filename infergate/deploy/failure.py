@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infergate.deploy.launch import Gate, Launch, Milestone
 from infergate.deploy.watch import NodeWatch, error_lines, last_said, missing
+from infergate.engines.launch import Gate, Launch, Milestone
 from infergate.problems import Problem, describe_all
 
 TAIL_LINES = 8  # per node, under the problems

@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from infergate.apikey import check_authorized
 from infergate.deploy.failure import missed
-from infergate.deploy.launch import ClusterJoined, Gate, HttpReady, Milestone
 from infergate.deploy.watch import missing, parse_ray_status
+from infergate.engines.launch import ClusterJoined, Gate, HttpReady, Milestone
+from infergate.plan.apikey import check_authorized
 from infergate.waiting import Clock, WaitTimedOut, wait_until
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from docker.errors import NotFound
 
 from infergate.checks.containers import Container
 from infergate.deploy.runs import LABELS, STOP_GRACE_S, Exit, RunContainer, check_removed, of_runs
-from infergate.docker_api import API_ERRORS, EngineUnreachable, stop_and_remove
 from infergate.problems import Problem
+from infergate.remote.docker_api import API_ERRORS, EngineUnreachable, stop_and_remove
 from infergate.waiting import TIMEOUT_EXITS
 
 FAILURES = (EngineUnreachable, *API_ERRORS)

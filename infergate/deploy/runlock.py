@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from infergate.inventory import Inventory
+from infergate.plan.model import Inventory
 from infergate.problems import Problem, last_line
-from infergate.ssh_config import ssh_command
+from infergate.remote.ssh_config import ssh_command
 
 LOCK_DIR = "/run/infergate/lock"  # tmpfs: a reboot leaves no stale holder note
 HELD, BUSY = "HELD", "BUSY"

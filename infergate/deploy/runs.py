@@ -16,13 +16,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from infergate.checks.containers import (
-    PLAN_LABEL,
-    RUN_LABEL,
-    Container,
-    down_command,
-)
-from infergate.checks.inimage import PROBE_LABEL
+from infergate.checks.containers import Container, down_command
+from infergate.engines.labels import PLAN_LABEL, PROBE_LABEL, RUN_LABEL
 from infergate.problems import Problem
 from infergate.waiting import TIMEOUT_EXITS
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infergate.deploy.launch import ClusterJoined, Gate, Launch, Milestone
-from infergate.signatures import Signature
+from infergate.engines.launch import ClusterJoined, Gate, Launch, Milestone
+from infergate.engines.signatures import Signature
 
 
 @dataclass

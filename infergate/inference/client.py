@@ -1,5 +1,5 @@
 """An OpenAI-compatible endpoint as clients see it: HTTP through the endpoint's one session
-(infergate.http_session), timed per SSE event.
+(infergate.remote.http_session), timed per SSE event.
 
 Each event is stamped with `time.perf_counter()` when the bytes holding the blank line that
 completes it arrive, as `vllm bench serve` stamps a message when its `\\n\\n` arrives: the
@@ -20,8 +20,8 @@ from typing import Protocol
 
 from requests import Response, Session
 
-from infergate import http_session
 from infergate.inference.sse import Event, EventSplitter, chunk_texts, finish_reason
+from infergate.remote import http_session
 
 Body = Mapping[str, object]
 

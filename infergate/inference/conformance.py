@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infergate.apikey import WHERE
 from infergate.inference.client import StreamRecord
 from infergate.inference.plan import CHAT_PATH as CHAT
 from infergate.inference.plan import chat_body
 from infergate.inference.sse import framing_problems
+from infergate.plan.apikey import WHERE
 from infergate.problems import Problem
 
 HEAD_LOG = "read the engine's log on the head at the time of the request"

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infergate.inference.client import LoadRun, StreamRecord
-from infergate.inventory import Slo
+from infergate.plan.model import Slo
 
 NO_SLO = Slo()
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from infergate.inference.client import StreamRecord
 from infergate.inference.metrics import LevelSummary
-from infergate.inventory import Inference, Probe, Slo
+from infergate.plan.model import Inference, Probe, Slo
 from infergate.problems import Problem
 
 CHAT_PATH = "/chat/completions"

@@ -36,7 +36,7 @@ from infergate.inference.client import (
     run_open_loop,
 )
 from infergate.inference.plan import CHAT_PATH, chat_body
-from infergate.inventory import Inference
+from infergate.plan.model import Inference
 
 # Each /tokenize or /detokenize call's own deadline (a busy engine answers in milliseconds)
 TOKENIZER_TIMEOUT_S = 30.0

@@ -9,7 +9,7 @@ kernel has overlayfs (it works on this ext4 root, also nested in the node's moun
 namespace), else vfs (slow, copies every layer, but works on any file system).
 
 The lab reads and drives its engines through the Engine API on their local sockets
-(infergate.docker_api.local_engine), the client the suite uses over SSH. `docker()`, the
+(infergate.remote.docker_api.local_engine), the client the suite uses over SSH. `docker()`, the
 CLI, remains for the faults that tag, remove and run by the CLI's words (faults.py,
 faults_plan.py).
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 import docker as docker_py
 from docker.errors import ImageNotFound
 
-from infergate.docker_api import API_ERRORS, local_engine
+from infergate.remote.docker_api import API_ERRORS, local_engine
 from infergate_lab import layout as L
 from infergate_lab.layout import NodeSpec
 from infergate_lab.shell import LabError, run

@@ -217,7 +217,7 @@ def chat_template(model, planned):
 
 def planned_value(planned, name):
     """The value of the last NAME among the planned flags (`NAME V` or `NAME=V`): what
-    infergate.inventory.flag_value reads on the controller, here where infergate is not."""
+    infergate.plan.model.flag_value reads on the controller, here where infergate is not."""
     found = None
     for i, flag in enumerate(planned):
         key, eq, value = flag.partition("=")

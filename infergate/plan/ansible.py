@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from infergate import _validate as v
-from infergate.inventory import InventoryError
-from infergate.plan_schema import plan_schema
+from infergate.plan import values as v
+from infergate.plan.model import InventoryError
+from infergate.plan.schema import plan_schema
 
 TODO = "TODO"
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]")

@@ -4,7 +4,7 @@ serves HTTP (SGLang's docs/references/multi_node_deployment/multi_node.md)."""
 
 from __future__ import annotations
 
-from infergate.deploy.launch import (
+from infergate.engines.launch import (
     DIST_INIT_REMEDY,
     INIT_BEGAN_REMEDY,
     WEIGHTS_REMEDY,
@@ -18,9 +18,9 @@ from infergate.deploy.launch import (
     key_in_env,
     names,
     ordered,
-)  # fmt: skip
-from infergate.inventory import Inventory
-from infergate.signatures import signatures_for
+)
+from infergate.engines.signatures import signatures_for
+from infergate.plan.model import Inventory
 
 # SGLang reads its key from `--api-key` only: the launcher appends it from this variable to
 # its own sys.argv, which the process's argv (`ps`, /proc/PID/cmdline) never shows

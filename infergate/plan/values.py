@@ -354,7 +354,7 @@ def flag_list(value: object, path: str) -> tuple[str, ...]:
     try:
         return list_of(text)(value, path)
     except InventoryError as e:
-        from infergate.apikey import engine_keys  # here: as _secret_name
+        from infergate.plan.apikey import engine_keys  # here: as _secret_name
 
         given = [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
         keys = [k.value for k in engine_keys(given, {}) if k.value]
@@ -365,7 +365,9 @@ def flag_list(value: object, path: str) -> tuple[str, ...]:
 
 
 def _secret_name(key: str) -> bool:
-    from infergate.secrets import is_secret_name  # here: infergate.secrets imports the parser
+    from infergate.plan.secrets import (
+        is_secret_name,  # here: infergate.plan.secrets imports the parser
+    )
 
     return is_secret_name(key)
 

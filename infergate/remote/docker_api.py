@@ -32,8 +32,8 @@ import requests
 from docker.errors import DockerException, NotFound
 from docker.models.containers import Container
 
-from infergate.docker_cli import ContainerSpec, clears_entrypoint
-from infergate.inventory import Node
+from infergate.engines.container import ContainerSpec, clears_entrypoint
+from infergate.plan.model import Node
 from infergate.waiting import Deadline, WaitTimedOut, wait_until
 
 # each API call's socket timeout; a longer call (a wait, a load) names its own
@@ -254,8 +254,8 @@ def _check_master(node: Node, config: Path) -> None:
         raise EngineUnreachable(
             f"{node.where}: no SSH master to forward its Docker socket through: "
             f"{done.stderr.strip()[-300:] or 'no output'}\n"
-            "    fix: the suite's ssh_config (infergate.ssh_config) sets ControlMaster auto and "
-            "a ControlPath; a user ssh_config must not set ControlMaster no for this node"
+            "    fix: the suite's ssh_config (infergate.remote.ssh_config) sets ControlMaster auto "
+            "and a ControlPath; a user ssh_config must not set ControlMaster no for this node"
         )
 
 

@@ -9,7 +9,7 @@ from infergate.checks import facts as read
 from infergate.checks.gpu_health import health_summary
 from infergate.checks.memory import gib
 from infergate.checks.pressure import describe
-from infergate.inventory import Node
+from infergate.plan.model import Node
 
 T = TypeVar("T")
 COLUMNS = (

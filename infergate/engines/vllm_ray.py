@@ -6,7 +6,7 @@ then `vllm serve` with the Ray backend inside the head's container."""
 
 from __future__ import annotations
 
-from infergate.deploy.launch import (
+from infergate.engines.launch import (
     WEIGHTS_REMEDY,
     ClusterJoined,
     Exec,
@@ -20,9 +20,9 @@ from infergate.deploy.launch import (
     engine_start,
     key_in_env,
     workers,
-)  # fmt: skip
-from infergate.inventory import Inventory, Node
-from infergate.signatures import signatures_for
+)
+from infergate.engines.signatures import signatures_for
+from infergate.plan.model import Inventory, Node
 
 
 def ray_start(inventory: Inventory, node: Node) -> list[str]:

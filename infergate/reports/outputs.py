@@ -26,10 +26,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from infergate.apikey import redact
 from infergate.inference.client import StreamRecord
 from infergate.inference.metrics import LevelSummary, failure, prompt_tokens, request_timing
-from infergate.secrets import write_private
+from infergate.plan.apikey import redact
+from infergate.plan.secrets import write_private
 
 # results.json's shape; 2 added schema_version, tool, input tokens, total-token throughput,
 # std/p90/p95 and goodput (1: the files written before, without schema_version)

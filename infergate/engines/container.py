@@ -1,6 +1,6 @@
 """The engine's container, one `ContainerSpec` built from the plan and the node, for the
 in-image probe and deploy: typed arguments for the Docker Engine API (`create_kwargs`, sent
-by infergate.docker_api). The module keeps its name from the days of `docker run` command
+by infergate.remote.docker_api). The module keeps its name from the days of `docker run` command
 lines: the plan still speaks the CLI's options (engine.docker_args), translated here.
 
 The probe proves what the launch will run, so it may differ only in its command and its own
@@ -14,7 +14,7 @@ any argv, and a value may hold any character (there is no env file whose lines i
 break).
 
 `engine.docker_args` is written as docker CLI options (the plan's operators know them); the
-options real plans use are translated into typed arguments by infergate.docker_args, and any
+options real plans use are translated into typed arguments by infergate.plan.docker_args, and any
 other is refused by name, when the plan is read, rather than passed on unread.
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 
 from docker.types import Ulimit
 
-from infergate.docker_args import gpu_request, merged, parse_docker_args
-from infergate.inventory import Inventory, Node
+from infergate.plan.docker_args import gpu_request, merged, parse_docker_args
+from infergate.plan.model import Inventory, Node
 
 # Ray's memory monitor kills workers once host memory is nearly full, and on GB10's unified
 # memory the weights and the KV cache are host memory: the Spark playbook's run_cluster.sh

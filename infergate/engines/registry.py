@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from infergate.deploy import sglang, vllm_mp, vllm_ray
-from infergate.deploy.launch import Launch
-from infergate.inventory import EngineKind, Inventory
+from infergate.engines import sglang, vllm_mp, vllm_ray
+from infergate.engines.launch import Launch
+from infergate.plan.model import EngineKind, Inventory
 
 ADAPTERS: dict[EngineKind, Callable[[Inventory, str], Launch]] = {
     "sglang": sglang.plan_launch,

@@ -24,18 +24,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infergate.inference import plots
 from infergate.inference.metrics import (
     Distribution,
     LevelSummary,
     summary_from_dict,
     summary_to_dict,
 )
-from infergate.inference.outputs import SCHEMA_VERSION, levels_csv
 from infergate.inference.samples import EngineSample, LevelSamples
-from infergate.report_page import CSS, table
-from infergate.secrets import private_dir, write_private
-from infergate.tool_version import ToolVersion, tool_version
+from infergate.plan.secrets import private_dir, write_private
+from infergate.reports import plots
+from infergate.reports.outputs import SCHEMA_VERSION, levels_csv
+from infergate.reports.page import CSS, table
+from infergate.reports.version import ToolVersion, tool_version
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 
-from infergate.apikey import ENGINE_ENV, engine_keys, flags_without_key
-from infergate.checks.containers import PLAN_LABEL, RUN_LABEL
-from infergate.docker_cli import ContainerSpec, engine_container
-from infergate.inventory import Inventory, Node
-from infergate.signatures import Signature
+from infergate.engines.container import ContainerSpec, engine_container
+from infergate.engines.labels import PLAN_LABEL, RUN_LABEL
+from infergate.engines.signatures import Signature
+from infergate.plan.apikey import ENGINE_ENV, engine_keys, flags_without_key
+from infergate.plan.model import Inventory, Node
 from infergate.waiting import Deadline
 
 

@@ -4,7 +4,7 @@ parallelism_scaling docs; the 2x GB10 recipe, vllm-project/recipes PR 414)."""
 
 from __future__ import annotations
 
-from infergate.deploy.launch import (
+from infergate.engines.launch import (
     DIST_INIT_REMEDY,
     WEIGHTS_REMEDY,
     HttpReady,
@@ -17,9 +17,9 @@ from infergate.deploy.launch import (
     key_in_env,
     names,
     ordered,
-)  # fmt: skip
-from infergate.inventory import Inventory, Node
-from infergate.signatures import signatures_for
+)
+from infergate.engines.signatures import signatures_for
+from infergate.plan.model import Inventory, Node
 
 
 def serve_command(inventory: Inventory, node: Node, rank: int) -> list[str]:

@@ -22,9 +22,9 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from infergate.apikey import engine_keys, redact, resolve_api_key
-from infergate.docker_args import parse_docker_args
-from infergate.inventory import Inventory
+from infergate.plan.apikey import engine_keys, redact, resolve_api_key
+from infergate.plan.docker_args import parse_docker_args
+from infergate.plan.model import Inventory
 
 MIN_LENGTH = 4
 _WORD = re.compile(r"^(TOKENS?|SECRETS?|PASS\w*|\w*KEYS?|\w*TOKEN)$", re.IGNORECASE)

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
-from infergate import _validate as v
-from infergate.inventory import NODE_OVERRIDES, parse_inventory
+from infergate.plan import values as v
+from infergate.plan.model import NODE_OVERRIDES, parse_inventory
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DOCS_COMMAND = "python scripts/plan_docs.py"

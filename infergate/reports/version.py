@@ -20,7 +20,7 @@ def tool_version() -> ToolVersion:
         version = importlib.metadata.version("infergate")
     except importlib.metadata.PackageNotFoundError:  # run from a tree never installed
         version = "unknown"
-    return ToolVersion("infergate", version, checkout_commit(Path(__file__).parents[1]))
+    return ToolVersion("infergate", version, checkout_commit(Path(__file__).parents[2]))
 
 
 def checkout_commit(root: Path) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from infergate._validate import NODE_NAME_RE, InventoryError, argument, host, matching, text
+from infergate.plan.values import NODE_NAME_RE, InventoryError, argument, host, matching, text
 
 # Docker's reference grammar (distribution/reference, regexp.go), ASCII as in Go
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"

@@ -17,7 +17,7 @@ import re
 import shlex
 from collections.abc import Callable
 
-from infergate.inventory import Node
+from infergate.plan.model import Node
 from infergate.problems import Problem
 
 Judge = Callable[[str, Node, re.Match[str]], tuple[str, str]]

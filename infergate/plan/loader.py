@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from infergate._validate import ROOT, InventoryError, join
-from infergate.inventory import Inventory, parse_inventory
+from infergate.plan.model import Inventory, parse_inventory
+from infergate.plan.values import ROOT, InventoryError, join
 
 PLAN_ENV = "INFERGATE_INVENTORY"  # the plan where no --inventory names one (suite, command, down)
 MAX_BYTES = 256 * 1024  # the shipped plans, comments and all, are under 8 KiB

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from infergate._validate import InventoryError
+from infergate.plan.values import InventoryError
 
 if TYPE_CHECKING:  # the model imports this module; at run time only attributes are read
-    from infergate.inventory import Inventory, Node
+    from infergate.plan.model import Inventory, Node
 
 
 def check_plan(inv: Inventory) -> None:

@@ -1,4 +1,4 @@
-"""`python -m infergate.deploy down --run ID | --all-runs [--inventory PATH]`: remove what a
+"""`infergate down --run ID | --all-runs [--inventory PATH]`: remove what a
 run of this suite left on the nodes (a run killed before its teardown, or kept with
 --keep-deployment), by its label, on every node of the plan, and prove it with a separate
 listing. Nothing without the suite's labels is touched.
@@ -9,22 +9,18 @@ run is left on any node; 1 when a node could not be reached or still holds one.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from docker import DockerClient
 
 from infergate.deploy.removal import remove_run
 from infergate.deploy.runlock import HeldLock, ask_lock, this_holder
-from infergate.docker_api import node_engine
-from infergate.inventory import Inventory, InventoryError, Node
-from infergate.plan_yaml import PLAN_ENV, load_plan
+from infergate.plan.model import Inventory, Node
 from infergate.problems import describe_all
-from infergate.ssh_config import SshConfigError, control_dir, plan_ssh_config
+from infergate.remote.docker_api import node_engine
+from infergate.remote.fanout import each
+from infergate.remote.ssh_config import control_dir
 
 
 def down_node(config: Path, node: Node, run_id: str | None, path: str, spare: str | None) -> str:
@@ -54,41 +50,20 @@ def live_run(inventory: Inventory, config: Path) -> tuple[HeldLock | None, str |
     return None, live, f"{inventory.head.where}: the cluster lock is held by {who}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infergate.deploy")
-    commands = parser.add_subparsers(dest="command", required=True)
-    down = commands.add_parser("down", help="remove a run's containers on every node")
-    which = down.add_mutually_exclusive_group(required=True)
-    which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
-    which.add_argument("--all-runs", action="store_true",
-                       help="every run of this suite but the one running now")  # fmt: skip
-    plan = os.environ.get(PLAN_ENV)  # as the suite reads it: no lab default
-    down.add_argument("--inventory", metavar="PATH", default=plan, required=plan is None,
-                      help="the plan of the nodes (default: $INFERGATE_INVENTORY)")  # fmt: skip
-    args = parser.parse_args(argv)
-    try:
-        inventory = load_plan(Path(args.inventory))
-    except InventoryError as e:
-        parser.error(f"--inventory {e.in_file(args.inventory)}")
-    try:
-        config = plan_ssh_config(inventory, Path(args.inventory))
-    except SshConfigError as e:
-        parser.error(f"--inventory {args.inventory}: {e}")
+def down(inventory: Inventory, config: Path, run: str | None, path: str) -> int:
+    """Remove RUN's containers (every run's but the live one's, when RUN is None) on every
+    node at once, reached through CONFIG; print per node what it removed or its problems.
+    0 when nothing of the run is left, 1 when a node could not be cleared."""
     held, live, note = live_run(inventory, config)
-    if note and (args.run == live or (args.all_runs and live is None)):
+    if note and (run == live or (run is None and live is None)):
         print(f"{note}: it is running; nothing removed. End that run first (its own teardown "
               "removes its containers)")  # fmt: skip
         return 1
     try:
-        with ThreadPoolExecutor(max(1, len(inventory.nodes))) as pool:
-            said = list(pool.map(lambda n: down_node(config, n, args.run, args.inventory,
-                                                     live), inventory.nodes))  # fmt: skip
+        nodes = {n.name: n for n in inventory.nodes}
+        said = list(each(nodes, lambda n: down_node(config, nodes[n], run, path, live)).values())
     finally:
         if held:
             held.release()
     print("\n".join(([f"{note}: its containers are left running"] if note else []) + said))
     return 1 if any(" problem(s)\n" in text.split("\n", 1)[0] + "\n" for text in said) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Literal, cast, get_args, get_origin, get_type_hints
 
-from infergate import _plan_words as w
-from infergate import _validate as v
-from infergate._plan_rules import check_plan
+from infergate.plan import values as v
+from infergate.plan import words as w
+from infergate.plan.docker_args import DockerArgsError, parse_docker_args
+from infergate.plan.rules import check_plan
 
 # Defined beside the value readers that raise it; this module is its public home.
-from infergate._validate import InventoryError as InventoryError
-from infergate.docker_args import DockerArgsError, parse_docker_args
+from infergate.plan.values import InventoryError as InventoryError
 
 # The metadata of a field the parser works out rather than reads: no key of the plan
 SET_BY_PARSER = {"plan_key": False}
@@ -60,7 +60,7 @@ class Node:
     fabric: NodeFabric  # the node's port on the fabric the engine's ranks talk over
     path: str = field(metadata=SET_BY_PARSER)  # where the plan has the node: nodes[1]
     gpus: int = 0  # 0: a CPU node that runs one engine rank
-    # per-node env, over engine.env; never in a repr: it may hold secrets (infergate.secrets)
+    # per-node env, over engine.env; never in a repr: it may hold secrets (infergate.plan.secrets)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     # the NODE_OVERRIDES keys this node sets itself (its own fabric.interface, say): where a
     # value came from, so that a message names the key that holds it (key_of)
@@ -145,7 +145,7 @@ class Engine:
     dist_init_addr: IPv4Address  # must be a node's fabric address
     dist_init_port: int  # the rendezvous port on the head
     api_port: int  # the OpenAI-compatible API's port on the head
-    # flags and env never in a repr: they may hold an API key, HF_TOKEN (infergate.secrets)
+    # flags and env never in a repr: they may hold an API key, HF_TOKEN (infergate.plan.secrets)
     flags: tuple[str, ...] = field(default=(), repr=False)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold {fabric_ip} etc.
     docker_args: tuple[str, ...] = ()  # extra `docker run` options for the engine's containers
@@ -324,7 +324,7 @@ def plan_key(key: str) -> str:
     `nodes[1].fabric.interface`, `engine.env.NCCL_DEBUG`. A message that names a key the plan
     does not have sends the operator hunting; this raises KeyError instead."""
     if not is_plan_key(key):
-        raise KeyError(f"{key!r} is no key of the plan (infergate.inventory.Inventory)")
+        raise KeyError(f"{key!r} is no key of the plan (infergate.plan.model.Inventory)")
     return key
 
 
@@ -531,7 +531,7 @@ def _engine(data: object, path: str) -> Engine:
 
 def _docker_args(args: tuple[str, ...], engine: str) -> tuple[str, ...]:
     """ARGS (the docker_args of the ENGINE section), once each is an option the Docker API
-    can be given (infergate.docker_args): the launch would refuse the rest on the nodes,
+    can be given (infergate.plan.docker_args): the launch would refuse the rest on the nodes,
     after the preflight had passed."""
     key = f"{engine}.docker_args"
     try:

@@ -39,10 +39,10 @@ from typing import Any
 
 from infergate.checks.memory import GIB
 from infergate.checks.model_hash import GB, MB, ModelHashes
+from infergate.plan.secrets import private_dir, write_private
 from infergate.problems import Problem
-from infergate.report_page import CSS, table
-from infergate.secrets import private_dir, write_private
-from infergate.tool_version import ToolVersion, tool_version
+from infergate.reports.page import CSS, table
+from infergate.reports.version import ToolVersion, tool_version
 
 SCHEMA_VERSION = 2  # 2: each node's model_hash
 OUTCOMES = ("passed", "failed", "skipped", "error")
