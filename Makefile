@@ -11,6 +11,7 @@ NODES  ?= 2
 $(BIN)/.installed: pyproject.toml lab/pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q -e '.[dev]' -e ./lab
+	if git rev-parse --git-dir >/dev/null 2>&1; then git config core.hooksPath .githooks; fi
 	touch $@
 
 # The main job on the embedded default: bring the lab up with its engine (image and model on
