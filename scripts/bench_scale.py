@@ -40,8 +40,8 @@ from pathlib import Path
 from bench_preflight import LAB_INVENTORY, by_size_main, lab_up
 from profile_preflight import Run, masters_cpu, node_cgroups, run_preflight
 
-from infergate.fixtures.facts import FAN_OUT_CAP
 from infergate.plan.loader import load_plan
+from infergate.remote.fanout import FAN_OUT_CAP
 
 PROJECTED = (256, 1024)
 ENGINE_RED = re.compile(r"test_docker_engine_answers\[(node\d+)\]")

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from bench_preflight import LAB_INVENTORY, SIZES, by_size_main, lab_up, preflight_argv
@@ -52,17 +52,16 @@ from bench_timing import proc_cpu_seconds, report_dir_option
 from infergate.checks.disk_space import node_sections
 from infergate.checks.probe import parse_sections, plan_sections, probe_script
 from infergate.plan.loader import load_plan
+from infergate.remote import fanout
+from infergate.remote.ssh import Remote
 from infergate.remote.ssh_config import control_dir, plan_known_hosts, ssh_config
-
-if TYPE_CHECKING:  # imported where used: loaded with -p, this module comes before infergate's
-    from infergate.fixtures.hosts import Remote  # plugin, whose modules pytest must rewrite
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKS_ENV = "PROFILE_PREFLIGHT_MARKS"  # the JSON file the pytest under study writes its marks to
 TIME_MARK = "@@time"  # /usr/bin/time's line on the node: wall, user and system seconds
 TIMED = f"/usr/bin/time -f '{TIME_MARK} %e %U %S'"  # GNU time: its children's CPU included
 NO_PYC = "PYTHONDONTWRITEBYTECODE"  # set, every run compiles every module it imports again
-PROBE_FAN_OUT = "fan-out probes."  # the `probes` fixture's task: 'probes.<locals>.<lambda>'
+PROBE_FAN_OUT = "fan-out host_probe."  # the probes' task: 'host_probe.<locals>.<lambda>'
 
 # ---- inside the pytest under study (loaded with `-p profile_preflight`) --------------------
 
@@ -72,9 +71,7 @@ _spans: list[tuple[str, float, float]] = []  # SSH waits of the main thread: (wh
 
 def pytest_configure() -> None:
     """Time every fan-out and every other SSH command of the main thread."""
-    from infergate.fixtures import facts, hosts
-
-    fan_out, run = facts.on_every_node, hosts.Remote.run
+    fan_out, run = fanout.on_every_node, Remote.run
 
     def timed_fan_out(remotes: Any, task: Callable[..., Any]) -> Any:
         start = time.time()
@@ -94,7 +91,7 @@ def pytest_configure() -> None:
     for module in list(sys.modules.values()):  # each module that bound it by name
         if getattr(module, "on_every_node", None) is fan_out:
             module.on_every_node = timed_fan_out  # type: ignore[attr-defined]
-    hosts.Remote.run = timed_run  # type: ignore[method-assign]
+    Remote.run = timed_run  # type: ignore[method-assign]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -234,8 +231,6 @@ def alone(
     """Each node alone, through the suite's ssh_config and Remote with masters of its own:
     seconds of a new master, a session over it and the host probe, by what, one per node;
     the first node's probe also section by section, into SECTIONS."""
-    from infergate.fixtures.hosts import Remote
-
     plan = Path(LAB_INVENTORY)
     inventory = load_plan(plan)
     rows: dict[str, list[float]] = {}

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from infergate.fixtures.hosts import ssh_config
 from infergate.plan.model import Inventory, Ssh, parse_inventory
+from infergate.remote.ssh_config import ssh_config
 from infergate.waiting import Deadline, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
 from infergate.plan.model import Node, Ssh, parse_inventory
+from infergate.remote.ssh import NodeUnreachable, Remote
+from infergate.remote.ssh_config import ssh_config
 from infergate.remote.ssh_failure import check_ssh_failure
 from infergate.waiting import Deadline, wait_until
 

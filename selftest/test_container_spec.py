@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from infergate.engines.container import engine_container
-from infergate.fixtures.inimage import _probe
 from infergate.plan.model import Inventory, parse_inventory
+from infergate.preflight.in_image import _probe
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 PLANS = {"vllm": "two-sparks-vllm.yaml", "sglang": "two-sparks-sglang.yaml",

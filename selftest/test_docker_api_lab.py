@@ -18,9 +18,9 @@ import yaml
 
 from infergate.checks.inimage import body, check_all_reduce
 from infergate.engines.container import ContainerSpec
-from infergate.fixtures.inimage import InImage, probe_on_node
 from infergate.fixtures.inventory import load_inventory
 from infergate.plan.model import Inventory, Node, parse_inventory
+from infergate.preflight.in_image import InImage, probe_on_node
 from infergate.remote.docker_api import EngineUnreachable, node_engine, run_to_exit
 from infergate.remote.ssh_config import ssh_config
 from infergate.waiting import Deadline

@@ -1,5 +1,6 @@
-"""xdist workers share what one of them read from every node (fixtures/facts.py PerNode with a
-shared file): real processes on one shared folder, real Remotes on this machine."""
+"""xdist workers share what one of them read from every node (PerNode made once per run
+through fixtures/xdist.py's `run_once`): real processes on one shared folder, real Remotes
+on this machine."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from infergate.fixtures.facts import SHARED_KEY, PerNode, shared
-from infergate.fixtures.hosts import NodeTimedOut, NodeUnreachable, Remote
 from infergate.fixtures.inventory import load_inventory
+from infergate.fixtures.xdist import INPUT, Worker, run_once
 from infergate.plan.model import Ssh
+from infergate.preflight.per_node import Once, PerNode
+from infergate.remote.ssh import NodeTimedOut, NodeUnreachable, Remote
 from infergate.waiting import Deadline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +29,10 @@ LIMIT = Deadline(5.0, "thresholds.command_timeout_s")
 
 def remotes() -> dict[str, Remote]:
     return {n.name: Remote(n, None, 30) for n in NODES}
+
+
+def once(folder: Path | None) -> Once:
+    return lambda make: run_once(folder, "probes", make)
 
 
 def counted_read(log: Path, slow_s: float) -> Callable[[Remote], str]:
@@ -44,12 +50,12 @@ def counted_read(log: Path, slow_s: float) -> Callable[[Remote], str]:
 
 
 def worker(shared: Path, log: Path, out: Queue[dict[str, tuple[str, str]]]) -> None:
-    done = PerNode(remotes(), counted_read(log, 0.5), shared).every()
+    done = PerNode(remotes(), counted_read(log, 0.5), once(shared)).every()
     out.put({name: (type(o).__name__, str(o)) for name, o in done.items()})
 
 
 def test_two_workers_read_every_node_once_and_see_the_same_outcomes(tmp_path: Path) -> None:
-    shared, log = tmp_path / "probes", tmp_path / "reads.log"
+    shared, log = tmp_path, tmp_path / "reads.log"
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter each, as xdist's workers
     out = ctx.Queue()
     workers = [ctx.Process(target=worker, args=(shared, log, out)) for _ in range(2)]
@@ -70,15 +76,13 @@ def test_two_workers_read_every_node_once_and_see_the_same_outcomes(tmp_path: Pa
 
 
 def test_a_read_that_raised_leaves_nothing_and_the_next_reads_again(tmp_path: Path) -> None:
-    shared = tmp_path / "probes"
-
     def broken(remote: Remote) -> str:
         raise ValueError("a bug in the reader, not a node's failure")
 
     with pytest.raises(ValueError, match="a bug in the reader"):
-        PerNode(remotes(), broken, shared).every()
-    assert not shared.exists()
-    done = PerNode(remotes(), lambda r: r.node.name, shared).every()
+        PerNode(remotes(), broken, once(tmp_path)).every()
+    assert not (tmp_path / "probes.pickle").exists()
+    done = PerNode(remotes(), lambda r: r.node.name, once(tmp_path)).every()
     assert done == {"node1": "node1", "node2": "node2"}
 
 
@@ -86,8 +90,8 @@ def test_a_timed_out_node_keeps_its_kind_and_message_through_the_shared_file(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "reads.log"
-    first = PerNode(remotes(), counted_read(log, 0.0), tmp_path / "probes").every()
-    again = PerNode(remotes(), counted_read(log, 0.0), tmp_path / "probes").every()
+    first = PerNode(remotes(), counted_read(log, 0.0), once(tmp_path)).every()
+    again = PerNode(remotes(), counted_read(log, 0.0), once(tmp_path)).every()
     assert len(log.read_text().splitlines()) == 2  # the second loaded what the first wrote
     for outcome in (first["node2"], again["node2"]):
         assert isinstance(outcome, NodeTimedOut)
@@ -96,19 +100,21 @@ def test_a_timed_out_node_keeps_its_kind_and_message_through_the_shared_file(
     assert (again["node2"].limit, again["node2"].status) == (LIMIT, 124)
 
 
-class Worker:
-    """What a worker's config carries: the workerinput xdist gives it."""
+class Config:
+    """What a worker's config carries: the workerinput xdist gives it, a stash, options."""
 
-    def __init__(self, folder: str) -> None:
-        self.workerinput = {SHARED_KEY: folder}
+    def __init__(self, folder: Path) -> None:
+        self.workerinput = {INPUT: {"shared": str(folder)}}
+        self.stash = pytest.Stash()
+        self.option = object()
 
 
 def test_a_worker_on_another_host_reads_for_itself(tmp_path: Path) -> None:
     """`--tx ssh=` puts a worker on a host without the controller's folder: no shared file
     there, so its reads do not fail on a folder that is not, they are its own."""
-    assert shared(Worker(str(tmp_path)), "probe") == tmp_path / "probe"  # type: ignore[arg-type]
-    elsewhere = Worker(str(tmp_path / "on-the-controller-only"))
-    assert shared(elsewhere, "probe") is None  # type: ignore[arg-type]
-    assert PerNode(remotes(), lambda r: r.node.name, shared(elsewhere, "probe")).every() == {
+    assert Worker(Config(tmp_path)).shared == tmp_path  # type: ignore[arg-type]
+    elsewhere = Worker(Config(tmp_path / "on-the-controller-only"))  # type: ignore[arg-type]
+    assert elsewhere.shared is None
+    assert PerNode(remotes(), lambda r: r.node.name, once(elsewhere.shared)).every() == {
         n.name: n.name for n in NODES
     }

@@ -15,16 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.fixtures.facts import on_every_node
-from infergate.fixtures.hosts import (
-    KILL_AFTER_S,
-    SSH_GRACE_S,
-    NodeHung,
-    NodeTimedOut,
-    Remote,
-    ssh_config,
-)
 from infergate.plan.model import parse_inventory
+from infergate.remote.fanout import on_every_node
+from infergate.remote.ssh import KILL_AFTER_S, SSH_GRACE_S, NodeHung, NodeTimedOut, Remote
+from infergate.remote.ssh_config import ssh_config
 from infergate_lab import Lab
 from selftest.suite import run_suite
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from infergate.checks.model_hash import READ_BYTES, hash_command, parse_model_hashes
-from infergate.fixtures.hosts import Remote
 from infergate.fixtures.inventory import load_inventory
 from infergate.plan.model import Ssh
+from infergate.remote.ssh import Remote
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = dataclasses.replace(load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0],

@@ -19,9 +19,9 @@ from infergate.checks.model_hash import (
     parse_hash_progress,
     parse_model_hashes,
 )
-from infergate.fixtures.hosts import Remote
 from infergate.fixtures.inventory import load_inventory
 from infergate.plan.model import Ssh
+from infergate.remote.ssh import Remote
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = dataclasses.replace(load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0],

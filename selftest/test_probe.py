@@ -16,9 +16,12 @@ from infergate.checks.probe import (
     plan_sections,
     probe_script,
 )
-from infergate.fixtures.facts import ProbeSilent, _probe, on_every_node, read_fact
-from infergate.fixtures.hosts import Remote
+from infergate.fixtures.facts import read_fact
 from infergate.plan.model import Ssh, parse_inventory
+from infergate.preflight.host import ProbeSilent
+from infergate.preflight.host import probe_node as _probe
+from infergate.remote.fanout import on_every_node
+from infergate.remote.ssh import Remote
 from infergate.waiting import LOOK_AT
 
 LAB = parse_inventory(

@@ -22,7 +22,7 @@ def profile_preflight(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 def test_the_parts_add_up_to_the_wall_and_the_tests_part_is_split(profile_preflight):
     marks = {"collect": 100.8, "tests": 101.1, "tested": 103.5}
     spans = [
-        ("fan-out probes.<locals>.<lambda>", 101.2, 102.0),
+        ("fan-out host_probe.<locals>.<lambda>", 101.2, 102.0),
         ("fan-out fabric_pings.<locals>.ping_peers", 102.1, 102.4),
         ("ssh", 102.5, 102.6),
     ]

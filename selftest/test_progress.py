@@ -20,7 +20,7 @@ INNER = """
 import time
 from pathlib import Path
 
-from infergate.fixtures.deploy import print_now
+from infergate.fixtures.progress import print_now
 
 
 def test_says_then_waits(pytestconfig):

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from infergate.checks.network import ping_command
-from infergate.fixtures.hosts import Remote, ssh_config
 from infergate.plan.model import parse_inventory
+from infergate.remote.ssh import Remote
+from infergate.remote.ssh_config import ssh_config
 from infergate_lab import Lab
 from selftest.suite import run_suite
 

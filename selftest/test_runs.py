@@ -36,7 +36,7 @@ from infergate.deploy.runlock import (
 from infergate.deploy.runs import check_removed, check_run_not_taken, of_runs
 from infergate.engines.registry import plan_launch
 from infergate.fixtures import runs
-from infergate.fixtures.deploy import _new_run_id, sigint_deferred
+from infergate.interrupts import sigint_deferred
 from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
 from selftest.suite import PHASE_DIRS, ROOT
@@ -46,7 +46,7 @@ OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
 
 
 def test_run_ids_carry_64_random_bits_and_stay_readable():
-    ids = {_new_run_id() for _ in range(2000)}
+    ids = {runs.new_run_id() for _ in range(2000)}
     assert len(ids) == 2000
     for run_id in list(ids)[:20]:
         assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{16}", run_id), run_id
@@ -303,8 +303,9 @@ def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist)
     """A CI cancel (SIGTERM) or a closed terminal (SIGHUP) to pytest, or to xdist's
     controller alone: the session's teardown runs (the deployment's removal is there)."""
     (tmp_path / "test_holds.py").write_text(HOLDS_SOMETHING)
-    argv = [sys.executable, "-m", "pytest", "-p", "no:infergate", "-p", "infergate.fixtures.runs",
-            "-p", "no:cacheprovider", "-q", *xdist, "test_holds.py"]  # fmt: skip
+    plan = ROOT / "inventories" / "h200-device.yaml"  # any plan: nothing reaches its node
+    argv = [sys.executable, "-m", "pytest", f"--inventory={plan}", "-p", "no:cacheprovider",
+            "-q", *xdist, "test_holds.py"]  # fmt: skip
     run = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)  # fmt: skip
     end = time.monotonic() + 60
@@ -433,5 +434,5 @@ def test_the_xdist_controller_takes_the_lock_for_the_phases_collected(
     taken = []
     monkeypatch.setattr(runs, "take_lock", taken.append)
     controller = _Controller(args, endpoint)
-    runs.pytest_xdist_node_collection_finished(type("Node", (), {"config": controller})(), ids)
+    runs.take_lock_for(controller, runs.phases_of(ids, controller.args))  # type: ignore[arg-type]
     assert bool(taken) is locked

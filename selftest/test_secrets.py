@@ -22,7 +22,6 @@ from infergate.checks.inimage import probe_command
 from infergate.deploy.executor import Deployment, Heard, Ran
 from infergate.engines.launch import ClusterJoined, Exec, Launch, Start
 from infergate.engines.registry import plan_launch
-from infergate.fixtures.inimage import _probe
 from infergate.plan.apikey import HIDDEN, redact
 from infergate.plan.model import Inventory, InventoryError, parse_inventory
 from infergate.plan.secrets import (
@@ -32,6 +31,7 @@ from infergate.plan.secrets import (
     private_dir,
     write_private,
 )
+from infergate.preflight.in_image import _probe
 from selftest.suite import ROOT
 
 TOKEN = "hf_secret_token_7f3a9c"

@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.fixtures.hosts import connections, ssh_config
 from infergate.plan.model import Inventory, parse_inventory
+from infergate.remote.ssh import connections
 from infergate.remote.ssh_config import (
     SshConfigError,
     plan_known_hosts,
     plan_ssh_config,
     ssh_command,
+    ssh_config,
 )
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"

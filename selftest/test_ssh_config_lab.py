@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.fixtures.hosts import NodeUnreachable, Remote, ssh_config
+from infergate.fixtures.hosts import testinfra_host
 from infergate.plan.model import Inventory, parse_inventory
+from infergate.remote.ssh import NodeUnreachable, Remote
+from infergate.remote.ssh_config import ssh_config
 from infergate_lab import layout
 from selftest.suite import run_suite
 
@@ -84,7 +86,7 @@ def test_a_master_opened_by_a_lax_plan_does_not_serve_a_strict_one(masters):
 
 
 def test_testinfra_modules_reach_the_node_through_the_same_config(masters):
-    host = remote(plan_with(), masters, "testinfra", masters / "unused").host
+    host = testinfra_host(remote(plan_with(), masters, "testinfra", masters / "unused"))
     assert host.run("hostname").stdout == "node2\n"
     assert host.file("/proc/sys/kernel/hostname").content_string == "node2\n"
 

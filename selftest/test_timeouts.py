@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.fixtures.facts import model_hashes
-from infergate.fixtures.hosts import NodeUnreachable
-from infergate.fixtures.inimage import IMPORT_ALLOWANCE_S
 from infergate.fixtures.timeouts import AFTER_HASH_S, AFTER_LAUNCH_S, OWN_WORK_S
 from infergate.plan.model import parse_inventory
+from infergate.preflight.in_image import IMPORT_ALLOWANCE_S
+from infergate.preflight.model_hash import hash_model
+from infergate.preflight.per_node import PerNode
+from infergate.remote.ssh import NodeUnreachable
 from infergate.waiting import Deadline
 from selftest.suite import PHASE_DIRS, ROOT
 
@@ -146,8 +147,7 @@ def test_the_remote_hash_runs_under_the_plans_deadline():
         raise NodeUnreachable("recorded")
 
     remotes = {n.name: SimpleNamespace(read=read, node=n) for n in inventory.nodes}
-    config = SimpleNamespace(getoption=lambda name: "cached")
-    model_hashes.__wrapped__(remotes, inventory, config).every()
+    PerNode(remotes, hash_model(inventory, "cached", print)).every()  # type: ignore[arg-type]
     assert seen == [Deadline(7200, "thresholds.model_hash_timeout_s")] * 2
 
 

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from infergate.fixtures.endpoint import REQUEST_TIMEOUT_S, Endpoint
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import conformance as judge
 from infergate.inference.client import get_json, post_json, stream_completion
+from infergate.inference.endpoint import REQUEST_TIMEOUT_S, Endpoint
 from infergate.plan.model import Inventory
 
 if TYPE_CHECKING:

@@ -4,27 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from infergate.fixtures.endpoint import REQUEST_TIMEOUT_S, Endpoint
-from infergate.fixtures.inventory import INVENTORY_KEY
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference.client import stream_completion
+from infergate.inference.endpoint import REQUEST_TIMEOUT_S, Endpoint
 from infergate.inference.plan import CHAT_PATH, check_probe, probe_body
 from infergate.plan.model import Inventory
 
 pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """One test per probe of the plan; none planned is a skip that names the key to add."""
-    if "probe_index" not in metafunc.fixturenames:
-        return
-    probes = metafunc.config.stash[INVENTORY_KEY].inference.probes
-    if probes:
-        ids = [f"probe{i}" for i in range(len(probes))]
-        metafunc.parametrize("probe_index", range(len(probes)), ids=ids)
-    else:
-        reason = "the plan has no known answers for this model: add inference.probes"
-        metafunc.parametrize("probe_index", [pytest.param(-1, marks=pytest.mark.skip(reason))])
 
 
 def test_known_answer(endpoint: Endpoint, inventory: Inventory, probe_index: int) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from infergate.fixtures.endpoint import baseline_key
-from infergate.fixtures.inventory import INVENTORY_KEY
 from infergate.fixtures.plugin import skip_unconfigured
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import baseline
@@ -17,12 +16,6 @@ from infergate.plan.model import Inventory
 from infergate.problems import Problem
 
 pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "level" in metafunc.fixturenames:
-        planned = levels(metafunc.config.stash[INVENTORY_KEY].inference)
-        metafunc.parametrize("level", planned, ids=[lv.label for lv in planned])
 
 
 def summary_of(sweep: list[LevelSummary], inventory: Inventory, level: Level) -> LevelSummary:
