@@ -12,6 +12,7 @@ from infergate.inference.client import run_load
 from infergate.inference.engine_metrics import Scraper
 from infergate.inference.metrics import summarize
 from infergate.inference.plan import CHAT_PATH, chat_body
+from infergate.reports import files
 from infergate.reports import inference as report
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
@@ -48,7 +49,7 @@ def test_scrapes_follow_the_levels_of_a_real_load(server: str, tmp_path: Path) -
     assert [s.t_s for s in samples] == sorted(s.t_s for s in samples)
     meta = report.ReportMeta("lab", f"{server}/v1", SERVED, "now")
     results = report.Results(meta, tuple(levels), engine=samples)
-    _, page = report.write_report(tmp_path / "run", results)
+    _, page = files.write_report(tmp_path / "run", results)
     seen = check_page(page, tmp_path / "engine.png")
     assert any(alt.startswith("The engine's /metrics over the load") for alt, _ in seen.images)
     assert seen.broken_images == []

@@ -11,8 +11,8 @@ import pytest
 
 from infergate.inference.client import post_json
 from infergate.inference.workload import build_prompts
-from infergate.reports.inference import read_results
-from infergate.reports.outputs import level_slug
+from infergate.reports.files import level_slug
+from infergate.reports.inference_json import read_results
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped

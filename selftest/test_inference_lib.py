@@ -28,6 +28,8 @@ from infergate.inference import baseline, client, metrics, plan, sse
 from infergate.inference.client import StreamRecord
 from infergate.plan.model import Inference, InventoryError, Probe, Slo, parse_inventory
 from infergate.reports import inference as report
+from infergate.reports.files import write_report
+from infergate.reports.inference_json import read_results
 from infergate_lab.usage_proxy import strip_usage
 from selftest.local_http import JsonHandler, serving
 
@@ -266,7 +268,7 @@ def results() -> report.Results:
 
 
 def test_report_is_self_contained_with_three_plots(tmp_path: Path) -> None:
-    json_path, html_path = report.write_report(tmp_path / "run", results())
+    json_path, html_path = write_report(tmp_path / "run", results())
     assert (tmp_path / "run" / "results.csv").read_text().count("\n") == 4  # header, 3 levels
     page = html_path.read_text()
     assert page.count('<img src="data:image/png;base64,') == 3  # no samples: the per-level
@@ -275,7 +277,7 @@ def test_report_is_self_contained_with_three_plots(tmp_path: Path) -> None:
     assert 'href="http' not in page
     assert 'href="evidence/node1-engine.log"' in page
     assert "&lt;x&gt;" in page  # details are escaped
-    assert report.read_results(json_path) == results()
+    assert read_results(json_path) == results()
 
 
 def test_evidence_must_be_relative() -> None:

@@ -21,9 +21,9 @@ from infergate.inference import metrics, plan
 from infergate.inference.client import StreamRecord
 from infergate.plan.apikey import HIDDEN
 from infergate.plan.model import Slo
-from infergate.reports import inference as report
-from infergate.reports import outputs
+from infergate.reports import files, inference_csv, inference_json
 from infergate.reports.version import checkout_commit, tool_version
+from infergate.reports.vllm_json import queue_times, vllm_result
 from selftest.test_inference_lib import TEN_CHUNKS, record, results
 
 
@@ -118,7 +118,7 @@ VLLM_032_KEYS = [
 
 def test_vllm_result_has_vllm_0_32_keys_and_figures(tmp_path: Path) -> None:
     s = metrics.summarize_records(LEVEL, 2.0, 4, slo=SLO)
-    writer = outputs.LevelWriter(tmp_path, "tiny", "20261201-100000")
+    writer = files.LevelWriter(tmp_path, "tiny", "20261201-100000")
     path = writer.write(s, LEVEL)
     assert path.name == "vllm-c4.json"
     saved = json.loads(path.read_text())
@@ -138,7 +138,7 @@ def test_vllm_result_has_vllm_0_32_keys_and_figures(tmp_path: Path) -> None:
 
 def test_open_loop_level_is_named_by_its_rate(tmp_path: Path) -> None:
     s = metrics.summarize_records(LEVEL, 2.0, 4, request_rate=2.5)
-    saved = json.loads(outputs.LevelWriter(tmp_path, "tiny", "d").write(s, LEVEL).read_text())
+    saved = json.loads(files.LevelWriter(tmp_path, "tiny", "d").write(s, LEVEL).read_text())
     assert (saved["request_rate"], saved["max_concurrency"]) == (2.5, None)
     assert saved["request_goodput"] is None  # no --goodput
 
@@ -148,18 +148,18 @@ def test_queue_times_count_from_each_requests_arrival() -> None:
     all arrive at the level's start, an open loop's at their planned times."""
     starts = [1.0, 1.0, 1.5, 2.25]
     closed = [replace(r, start_s=t) for r, t in zip(LEVEL, starts, strict=True)]
-    assert outputs.queue_times(closed) == [0.0, 0.0, 0.5, 1.25]
+    assert queue_times(closed) == [0.0, 0.0, 0.5, 1.25]
     arrivals = [1.0, 0.75, 1.5, 2.0]
     opened = [replace(r, arrival_s=a) for r, a in zip(closed, arrivals, strict=True)]
-    assert outputs.queue_times(opened) == [0.0, 0.25, 0.0, 0.25]
+    assert queue_times(opened) == [0.0, 0.25, 0.0, 0.25]
     s = metrics.summarize_records(opened, 2.0, 0, request_rate=2.5)
-    assert outputs.vllm_result(s, opened, model="m", date="d")["queue_times"] == [0, 0.25, 0, 0.25]
+    assert vllm_result(s, opened, model="m", date="d")["queue_times"] == [0, 0.25, 0, 0.25]
 
 
 def test_requests_jsonl_has_a_line_per_request_and_never_the_key(tmp_path: Path) -> None:
     key = 'sk-"abc123XYZ"'  # a quote: JSON writes it escaped
     leaked = replace(LEVEL[3], error=f"HTTP 500: Bearer {key} refused")
-    writer = outputs.LevelWriter(tmp_path, "tiny", "d", secrets=[key])
+    writer = files.LevelWriter(tmp_path, "tiny", "d", secrets=[key])
     s = metrics.summarize_records([*LEVEL[:3], leaked], 2.0, 4)
     writer.write(s, [*LEVEL[:3], leaked])
     writer.write(metrics.summarize_records(LEVEL[:1], 1.0, 1), LEVEL[:1])
@@ -176,13 +176,13 @@ def test_requests_jsonl_has_a_line_per_request_and_never_the_key(tmp_path: Path)
     assert (first["finish_reason"], first["error"], first["start_offset_ms"]) == ("length", "", 0)
     assert lines[3]["ttft_ms"] is None
     assert "HTTP 500" in lines[3]["error"]
-    outputs.LevelWriter(tmp_path, "tiny", "d")  # a new sweep starts requests.jsonl again
+    files.LevelWriter(tmp_path, "tiny", "d")  # a new sweep starts requests.jsonl again
     assert (tmp_path / "requests.jsonl").read_text() == ""
 
 
 def test_csv_has_a_row_per_level_that_parses_back() -> None:
     levels = [metrics.summarize_records(LEVEL[: c + 1], 1.0 + c, c, slo=SLO) for c in (1, 2)]
-    rows = list(csv.DictReader(io.StringIO(outputs.levels_csv(levels))))
+    rows = list(csv.DictReader(io.StringIO(inference_csv.levels_csv(levels))))
     assert [row["level"] for row in rows] == ["c=1", "c=2"]
     for row, s in zip(rows, levels, strict=True):
         assert float(row["output_throughput"]) == s.output_throughput
@@ -191,27 +191,27 @@ def test_csv_has_a_row_per_level_that_parses_back() -> None:
         assert s.goodput is not None
         assert float(row["goodput_fraction"]) == s.goodput.fraction
         assert row["request_rate"] == ""  # closed loop
-    assert outputs.levels_csv([]) == ""
+    assert inference_csv.levels_csv([]) == ""
 
 
 def test_results_json_carries_schema_and_tool_and_round_trips(tmp_path: Path) -> None:
-    json_path, _ = report.write_report(tmp_path, results())
+    json_path, _ = files.write_report(tmp_path, results())
     data = json.loads(json_path.read_text())
-    assert data["schema_version"] == outputs.SCHEMA_VERSION
+    assert data["schema_version"] == inference_json.SCHEMA_VERSION
     assert data["tool"] == {
         "name": "infergate",
         "version": tool_version().version,
         "commit": tool_version().commit,
     }
-    assert report.read_results(json_path) == results()
+    assert inference_json.read_results(json_path) == results()
     old = {k: v for k, v in data.items() if k not in ("schema_version", "tool")}
     json_path.write_text(json.dumps(old))
     with pytest.raises(ValueError, match="schema_version 1; this infergate reads 2"):
-        report.read_results(json_path)
+        inference_json.read_results(json_path)
 
 
 def test_tool_commit_is_this_checkout_head() -> None:
-    root = Path(outputs.__file__).parents[2]
+    root = Path(files.__file__).parents[2]
     head = subprocess.run(
         ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()

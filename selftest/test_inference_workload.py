@@ -29,7 +29,7 @@ from infergate.inference.progress import Progress
 from infergate.inference.workload import Level, Prompt, WorkloadError
 from infergate.plan.model import Inference
 from infergate.remote import http_session
-from infergate.reports import outputs
+from infergate.reports import vllm_json
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import PHASE_DIRS, ROOT
 from selftest.test_inference_lib import BODY, Handler, SseServer, base
@@ -315,7 +315,7 @@ def test_an_arrival_past_the_pool_waits_and_its_queue_time_says_so():
         run = client.run_open_loop(base(httpd), "/chat/completions", [BODY] * count, 10_000.0,
                                    30.0, seed=2)  # fmt: skip
     assert [r.error for r in run.records if not r.ok] == []
-    waits = outputs.queue_times(run.records)
+    waits = vllm_json.queue_times(run.records)
     assert all(r.arrival_s is not None and r.start_s >= r.arrival_s for r in run.records)
     first_end = min(r.end_s for r in run.records[: http_session.POOL_SIZE])
     late = run.records[http_session.POOL_SIZE :]

@@ -6,8 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from infergate.inference.samples import LevelSamples
-from infergate.reports import inference as report
-from infergate.reports import plots
+from infergate.reports import inference_html, plots
 from selftest.test_inference_lib import results
 
 
@@ -25,6 +24,6 @@ def test_gaps_of_zero_count_in_the_distribution() -> None:
 
 def test_a_level_whose_gaps_are_all_zero_has_no_itl_picture() -> None:
     level = LevelSamples("c=4", (50.0, 70.0), (0.0, 0.0), ())
-    page = report.render_html(dataclasses.replace(results(), samples=(level,)))
+    page = inference_html.render_html(dataclasses.replace(results(), samples=(level,)))
     assert "Cumulative distribution of TTFT" in page
     assert "Cumulative distribution of ITL" not in page

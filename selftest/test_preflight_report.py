@@ -21,20 +21,11 @@ from infergate.fixtures.report import fail_on_nodes
 from infergate.plan.apikey import HIDDEN
 from infergate.plan.model import parse_inventory
 from infergate.problems import Problem
-from infergate.reports.preflight import (
-    SCHEMA_VERSION,
-    Cell,
-    CheckSeen,
-    Memory,
-    Meta,
-    ModelHash,
-    NodeReport,
-    Preflight,
-    cells,
-    read_preflight,
-    render_html,
-    write_preflight,
-)
+from infergate.reports.files import write_preflight
+from infergate.reports.preflight import Cell, Memory, Meta, ModelHash, NodeReport, Preflight
+from infergate.reports.preflight_html import render_html
+from infergate.reports.preflight_json import SCHEMA_VERSION, read_preflight
+from infergate.reports.preflight_seen import CheckSeen, cells
 from infergate.reports.version import ToolVersion
 from selftest.browser import check_page
 from selftest.suite import ROOT
@@ -69,8 +60,9 @@ PLAN = {
 # broken judge might
 LEAKY = """
 import pytest
-from infergate.fixtures.report import PARITY, fail_on, record
+from infergate.fixtures.report import fail_on, record
 from infergate.problems import Problem
+from infergate.reports.protocol import PARITY
 
 pytestmark = pytest.mark.preflight
 

@@ -8,13 +8,14 @@ import random
 from pathlib import Path
 
 from infergate.inference.samples import EngineSample, LevelSamples
+from infergate.reports import files
 from infergate.reports import inference as report
 from selftest.browser import check_page
 from selftest.test_inference_lib import results
 
 
 def test_inference_report_renders_in_a_browser(tmp_path: Path) -> None:
-    _, page = report.write_report(tmp_path / "run", results())
+    _, page = files.write_report(tmp_path / "run", results())
     seen = check_page(page, tmp_path / "report.png")
     assert seen.title == "infergate inference: lab"
     assert len(seen.images) >= 2
@@ -52,7 +53,7 @@ def pictured() -> report.Results:
 
 
 def test_every_picture_renders_in_a_browser(tmp_path: Path) -> None:
-    _, page = report.write_report(tmp_path / "run", pictured())
+    _, page = files.write_report(tmp_path / "run", pictured())
     text = page.read_text()
     seen = check_page(page, tmp_path / "pictures.png")
     alts = [alt for alt, _ in seen.images]
@@ -74,7 +75,7 @@ def test_every_picture_renders_in_a_browser(tmp_path: Path) -> None:
 
 
 def test_a_picture_without_data_is_a_sentence(tmp_path: Path) -> None:
-    _, page = report.write_report(tmp_path / "run", results())  # no samples, no scrapes
+    _, page = files.write_report(tmp_path / "run", results())  # no samples, no scrapes
     text = page.read_text()
     assert text.count("<img ") == 3  # the per-level plots alone
     assert "No distributions: the run kept no TTFT or ITL samples." in text

@@ -7,7 +7,8 @@ import pytest
 from infergate.checks.facts import docker_of, identity_of, image_id_of
 from infergate.checks.parity import check_parity, differing, render_matrix
 from infergate.fixtures.facts import every_node, settled, settled_every
-from infergate.fixtures.report import PARITY, fail_on_nodes, record
+from infergate.fixtures.report import fail_on_nodes, record
+from infergate.reports.protocol import PARITY
 from infergate.reports.summary import summary_row
 
 pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]

@@ -1,0 +1,54 @@
+"""What a test's reports carry to infergate's reports, read without pytest: each fact as a
+JSON text under a versioned property name (in pytest's user_properties, which xdist carries
+from the workers to the controller, and in JUnit), and the few fields of pytest's TestReport
+that the reports read (`PhaseReport`).
+
+A name's meaning never changes: a new shape of a fact is a new name (its .v2)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+CHECK = "infergate.check.v1"  # {"check": "test_x.py::test_y", "node": "node1" or null}
+PROBLEMS = "infergate.problems.v1"  # {"node1": [{"found", "planned", "remedy"}]}
+ROW = "infergate.node_summary.v1"  # summary.summary_row
+MEMORY = "infergate.node_memory.v1"  # {"node", "total", "available", "usable", "needed_gib"}
+PARITY = "infergate.parity.v1"  # {"kernel": {"node1": "6.1.0", ...}, ...}
+IN_IMAGE_SOURCE = "infergate.in_image_source.v1"  # {"node", "source": "cached" or "fresh"}
+MODEL_HASH = "infergate.model_hash.v1"  # {"node1": {"files", "hashed", "hashed_bytes", ...}}
+OURS = (CHECK, PROBLEMS, ROW, MEMORY, PARITY, IN_IMAGE_SOURCE, MODEL_HASH)
+
+
+class PhaseReport(Protocol):
+    """One phase's report of a test (setup, call or teardown), as pytest's TestReport has it."""
+
+    @property
+    def nodeid(self) -> str: ...
+    @property
+    def when(self) -> str | None: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def passed(self) -> bool: ...
+    @property
+    def failed(self) -> bool: ...
+    @property
+    def skipped(self) -> bool: ...
+    @property
+    def longrepr(self) -> object: ...
+    @property
+    def user_properties(self) -> Sequence[tuple[str, object]]: ...
+
+
+def properties(report: PhaseReport) -> dict[str, Any]:
+    """REPORT's facts under our names, read from their JSON."""
+    return {key: json.loads(str(value)) for key, value in report.user_properties if key in OURS}
+
+
+def outcome_text(report: PhaseReport) -> str:
+    """A failure's message, or a skip's reason (longrepr is (file, line, reason) then)."""
+    if isinstance(report.longrepr, tuple):
+        return str(report.longrepr[-1]).removeprefix("Skipped: ")
+    return str(report.longrepr)[:2000]
