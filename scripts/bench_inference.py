@@ -55,7 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from infergate.deploy.executor import Deployment, http_get
+from infergate.deploy.api import http_get
+from infergate.deploy.executor import Deployment
+from infergate.deploy.state import DeployOptions
 from infergate.engines.registry import plan_launch
 from infergate.inference.client import run_load
 from infergate.inference.metrics import summarize
@@ -237,8 +239,8 @@ def served(lab: Lab, plan: Inventory, how: str) -> Iterator[Server]:
         return
     launch = plan_launch(plan, f"bench-{secrets.token_hex(3)}")
     nodes = {n.name: n for n in plan.nodes}
-    engines = {n: lab.engine(n) for n in nodes}
-    with Deployment(launch, nodes, node_io(lab), print, engines=engines) as deployment:
+    options = DeployOptions(engines={n: lab.engine(n) for n in nodes})
+    with Deployment(launch, nodes, node_io(lab), print, options) as deployment:
         deployment.perform()
         yield server
 

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.deploy.executor import Deployment, Heard, LaunchFailed, NodeIo, Ran, http_get
+from infergate.deploy.api import http_get
+from infergate.deploy.executor import Deployment
+from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.state import DeployOptions, Heard, NodeIo, Ran
 from infergate.engines.launch import HttpReady, Launch
 from infergate.fixtures.inventory import load_inventory
 from infergate.inference import client
@@ -193,7 +196,8 @@ def gated(base: str, key: ApiKey | None, said: list[str], io: NodeIo = local_io)
     gate = HttpReady("API ready", ("/health", "/v1/models"), Deadline(300, "thresholds.x"))
     launch = Launch("vllm", "run1", base, "smollm2-135m", {"node1": "c1"}, (gate,), ())
     nodes = {n.name: n for n in load_inventory(ROOT / "inventories" / "lab.yaml").nodes}
-    return Deployment(launch, {"node1": nodes["node1"]}, io, said.append, api_key=key)
+    options = DeployOptions(api_key=key)
+    return Deployment(launch, {"node1": nodes["node1"]}, io, said.append, options)
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from infergate.checks.node_ports import Bound
 from infergate.checks.pinning import check_pinning, check_pinning_planned, required_pinning
 from infergate.checks.ports import check_ports_free, parse_ss_listening
 from infergate.checks.probe import parse_sections
-from infergate.deploy.executor import _start_remedy
+from infergate.deploy.starting import start_remedy
 from infergate.engines.labels import RUN_LABEL
 from infergate.plan.model import parse_inventory
 
@@ -109,7 +109,7 @@ def test_image_copy_quotes_every_plan_value():
 
 def test_a_launch_without_the_image_says_how_to_load_it_through_the_jump_host():
     said = "Unable to find image 'x:1' locally"
-    remedy = _start_remedy(said, SPARKS.nodes[1], None)  # type: ignore[arg-type]
+    remedy = start_remedy(said, SPARKS.nodes[1])
     load = "ssh -p 22 -J aurora@10.1.230.180:22 aurora@192.168.200.13 'docker load'"
     assert f"`docker save IMAGE | {load}`" in remedy
 

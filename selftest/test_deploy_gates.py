@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from infergate.deploy import gates
-from infergate.deploy.executor import Deployment, LaunchFailed
+from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.state import DeployOptions, LaunchState
 from infergate.engines.launch import HttpReady, Launch
 from infergate.fixtures.inventory import load_inventory
 from infergate.waiting import Deadline
@@ -38,7 +39,9 @@ def test_a_log_line_per_request_does_not_make_the_api_gate_ask_faster() -> None:
     with serving(ThreadingHTTPServer(("127.0.0.1", 0), Warming)) as httpd:
         endpoint = f"http://127.0.0.1:{httpd.server_address[1]}"
         launch = Launch("sglang", "run1", endpoint, "m", {"node1": "c1"}, (gate,), ())
-        d = Deployment(launch, {"node1": nodes["node1"]}, local_io, lambda _: None)
+        d = LaunchState(
+            launch, {"node1": nodes["node1"]}, local_io, lambda _: None, DeployOptions()
+        )
         d.wait_for_news = lambda seconds: None  # type: ignore[method-assign]  # a line at once
         with pytest.raises(LaunchFailed, match="API ready") as failed:
             gates.wait_for(d, gate)

@@ -21,7 +21,10 @@ import pytest
 import yaml
 from docker import DockerClient
 
-from infergate.deploy.executor import Deployment, LaunchFailed, http_get
+from infergate.deploy.api import http_get
+from infergate.deploy.executor import Deployment
+from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.state import DeployOptions
 from infergate.engines.labels import RUN_LABEL
 from infergate.engines.launch import Start
 from infergate.engines.registry import plan_launch
@@ -184,8 +187,9 @@ def test_worker_never_started_leaves_the_head_silent_until_the_deadline(engine_l
     launch = plan_launch(plan, "selftest-lone-head")
     steps = tuple(s for s in launch.steps if not (isinstance(s, Start) and s.node == "node2"))
     said: list[str] = []
-    with Deployment(launch, {n.name: n for n in plan.nodes}, node_io(engine_lab), said.append,
-                    engines=lab_engines(engine_lab)) as d:  # fmt: skip
+    options = DeployOptions(engines=lab_engines(engine_lab))
+    nodes = {n.name: n for n in plan.nodes}
+    with Deployment(launch, nodes, node_io(engine_lab), said.append, options) as d:
         with pytest.raises(LaunchFailed) as failed:
             d.perform(steps)
         silent = http_get(f"{launch.endpoint}/health", 3)

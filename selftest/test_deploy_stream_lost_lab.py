@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from infergate.deploy.executor import Deployment, LaunchFailed
+from infergate.deploy.executor import Deployment
+from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.state import DeployOptions
 from infergate.engines.registry import plan_launch
 from infergate.remote.docker_api import local_engine
 from infergate_lab import Lab
@@ -100,8 +102,9 @@ def test_a_dropped_engine_connection_fails_the_launch_at_once_naming_the_node(
         engines = {**lab_engines(engine_lab), "node2": local_engine(f"unix://{relay.path}")}
         cutter = threading.Thread(target=cut_when_started, args=(relay, said, cut_at))
         cutter.start()
-        with Deployment(launch, {n.name: n for n in plan.nodes}, node_io(engine_lab),
-                        said.append, engines=engines) as d:  # fmt: skip
+        nodes = {n.name: n for n in plan.nodes}
+        options = DeployOptions(engines=engines)
+        with Deployment(launch, nodes, node_io(engine_lab), said.append, options) as d:
             with pytest.raises(LaunchFailed) as failed:
                 d.perform()
             failed_at = time.monotonic()

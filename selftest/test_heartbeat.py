@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from infergate.deploy import gates
-from infergate.deploy.executor import Deployment, LaunchFailed
+from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.state import DeployOptions, LaunchState
 from infergate.deploy.streams import News, lines_of
 from infergate.deploy.watch import Heartbeat, last_said
 from infergate.engines.launch import Launch, Milestone
@@ -75,10 +76,11 @@ def test_a_waiting_gate_names_the_node_behind_with_its_last_line_hidden(tmp_path
     launch = Launch("vllm", "run1", "http://127.0.0.1:9", "m", {"node1": "c1"}, (gate,), ())
     nodes = {n.name: n for n in load_inventory(ROOT / "inventories" / "lab.yaml").nodes}
     said: list[str] = []
-    d = Deployment(launch, {"node1": nodes["node1"]}, local_io, said.append, secrets=(SECRET,))
+    options = DeployOptions(secrets=(SECRET,))
+    d = LaunchState(launch, {"node1": nodes["node1"]}, local_io, said.append, options)
     d.heartbeat = Heartbeat(every_s=0.5, next_at=0.0)
     log = engine_log(tmp_path).replace(b"\r\x1b[2K\n", b"\n") + f"loading {SECRET}\r\n".encode()
-    d._news += [News("node1", line=line) for line in lines_of([log])]
+    d.news += [News("node1", line=line) for line in lines_of([log])]
     with pytest.raises(LaunchFailed, match="weights loaded"):
         gates.wait_for(d, gate)
     beats = [s for s in said if "waiting for weights loaded" in s]

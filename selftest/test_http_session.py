@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from infergate.deploy.executor import Deployment, Heard, HttpAnswer, http_get
+from infergate.deploy.api import HttpAnswer, http_get
+from infergate.deploy.executor import Deployment
+from infergate.deploy.state import DeployOptions, Heard
 from infergate.engines.launch import HttpReady, Launch
 from infergate.inference import client, plan
 from infergate.plan.apikey import ApiKey
@@ -171,7 +173,8 @@ def test_the_readiness_gate_verifies_against_the_ca_bundle(
     gate = HttpReady("API ready", ("/v1/models",), Deadline(300, "thresholds.x"))
     launch = Launch("vllm", "run1", url(server, "https"), "tiny", {"node1": "c1"}, (gate,), ())
     said: list[str] = []
-    Deployment(launch, {}, lambda *_: Heard(0, "", ""), said.append, ca_bundle=cert).perform()
+    options = DeployOptions(ca_bundle=cert)
+    Deployment(launch, {}, lambda *_: Heard(0, "", ""), said.append, options).perform()
     assert said[-1].endswith("ready: " + url(server, "https") + "/v1")
 
 

@@ -24,7 +24,8 @@ from infergate.checks.containers import (
     parse_docker_ps_json,
     parse_docker_stats_json,
 )
-from infergate.deploy.executor import Deployment, LaunchFailed
+from infergate.deploy.executor import Deployment
+from infergate.deploy.failure import LaunchFailed
 from infergate.deploy.runlock import (
     Holder,
     busy_problem,
@@ -34,6 +35,7 @@ from infergate.deploy.runlock import (
     read_answer,
 )
 from infergate.deploy.runs import check_removed, check_run_not_taken, of_runs
+from infergate.deploy.state import DeployOptions, Say
 from infergate.engines.registry import plan_launch
 from infergate.fixtures import runs
 from infergate.interrupts import sigint_deferred
@@ -126,23 +128,22 @@ def lab_plan() -> Inventory:
                                            "lab.yaml").read_text()))  # fmt: skip
 
 
-def started_handle(docker_host: str, timeout_s: int = 60) -> Deployment:
+def started_handle(docker_host: str, timeout_s: int = 60, say: Say = lambda _: None) -> Deployment:
     """A handle on the lab plan whose every node's engine is DOCKER_HOST (the API version
     given: a client that asked would fail before the removal)."""
     plan = lab_plan()
     engines = {n.name: DockerClient(base_url=docker_host, version="1.41", timeout=timeout_s)
                for n in plan.nodes}  # fmt: skip
-    handle = Deployment(plan_launch(plan, "r-0011223344556677"), {n.name: n for n in plan.nodes},
-                        local_io, lambda _: None, inventory_path="plan.yaml",
-                        engines=engines)  # fmt: skip
+    options = DeployOptions(inventory_path="plan.yaml", engines=engines)
+    launch = plan_launch(plan, "r-0011223344556677")
+    handle = Deployment(launch, {n.name: n for n in plan.nodes}, local_io, say, options)
     handle.touched = True  # as after its first `docker run`
     return handle
 
 
 def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
     said: list[str] = []
-    handle = started_handle("unix:///nonexistent.sock")
-    handle._say = said.append
+    handle = started_handle("unix:///nonexistent.sock", say=said.append)
     with pytest.raises(LaunchFailed) as failed:
         handle.stop()
     message = str(failed.value)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from infergate.deploy.executor import Deployment, LaunchFailed
+from infergate.deploy.executor import Deployment
+from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.state import DeployOptions
 from infergate.engines.registry import plan_launch
 from infergate_lab.docker import LAB_IMAGE
 from infergate_lab.engine import node_io
@@ -29,9 +31,9 @@ def test_launch_refused_when_its_label_or_name_is_taken_and_removes_nothing(engi
     plan = load(TP2)
     said: list[str] = []
     try:
-        handle = Deployment(plan_launch(plan, RUN), {n.name: n for n in plan.nodes},
-                            node_io(engine_lab), said.append,
-                            engines=lab_engines(engine_lab))  # fmt: skip
+        launch, nodes = plan_launch(plan, RUN), {n.name: n for n in plan.nodes}
+        options = DeployOptions(engines=lab_engines(engine_lab))
+        handle = Deployment(launch, nodes, node_io(engine_lab), said.append, options)
         with handle, pytest.raises(LaunchFailed) as refused:
             handle.perform()
         message = str(refused.value)

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from infergate.checks.inimage import probe_command
-from infergate.deploy.executor import Deployment, Heard, Ran
+from infergate.deploy.executor import Deployment
+from infergate.deploy.state import DeployOptions, Heard, Ran
 from infergate.engines.launch import ClusterJoined, Exec, Launch, Start
 from infergate.engines.registry import plan_launch
 from infergate.plan.apikey import HIDDEN, redact
@@ -239,8 +240,8 @@ def test_the_evidence_hides_the_plan_secrets_and_is_private(tmp_path: Path) -> N
     launch = plan_launch(inventory, "run1")
     nodes = {n.name: n for n in inventory.nodes}
     said: list[str] = []
-    with Deployment(launch, nodes, inspect_io, said.append, tmp_path / "evidence", True,
-                    secrets=plan_secrets(inventory)) as deployment:  # fmt: skip
+    options = DeployOptions(tmp_path / "evidence", True, secrets=plan_secrets(inventory))
+    with Deployment(launch, nodes, inspect_io, said.append, options) as deployment:
         deployment.say(f"echo {MARKED}")
         deployment.save_evidence()
     files = [p for p in (tmp_path / "evidence").rglob("*") if p.is_file()]

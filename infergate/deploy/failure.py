@@ -1,8 +1,8 @@
 """The failure text of a launch: what each node showed, against what was planned, with a
 remedy, and the last log lines of every node (what an operator reads first).
 
-Pure: it reads what the watch saw (watch.py's `NodeWatch`) and says it; the deploy handle
-(executor.py) raises it, redacted.
+Pure: it reads what the watch saw (watch.py's `NodeWatch`) and says it; the launch's state
+(state.py) raises it, redacted.
 """
 
 from __future__ import annotations
@@ -50,11 +50,12 @@ def missed(
     if isinstance(gate, Milestone):
         short = missing(gate, watches)
         remedy = gate.remedy_for([watches[n].lines for n in short])
-        return {n: [Problem(
-            f"no `{gate.name}` line after {elapsed_s:.0f} s ({state(watches[n])})",
-            f"every rank past `{gate.name}` within {gate.deadline}",
-            retry_remedy(watches[n], remedy))]
-            for n in short}  # fmt: skip
+        planned = f"every rank past `{gate.name}` within {gate.deadline}"
+        problems: dict[str, list[Problem]] = {}
+        for n in short:
+            found = f"no `{gate.name}` line after {elapsed_s:.0f} s ({state(watches[n])})"
+            problems[n] = [Problem(found, planned, retry_remedy(watches[n], remedy))]
+        return problems
     found = f"{last} after {elapsed_s:.0f} s"
     return {head: [Problem(found, f"{gate.name} within {gate.deadline}", gate.remedy)]}
 
@@ -67,10 +68,12 @@ def behind(
     gate = next((m for m in launch.milestones if missing(m, watches)), None)
     if gate is None:
         return {}
-    return {n: [Problem(f"not past `{gate.name}` ({state(watches[n])})",
-                        f"`{gate.name}` within {gate.deadline}",
-                        retry_remedy(watches[n], gate.remedy))]
-            for n in missing(gate, watches) if n not in named}  # fmt: skip
+    planned = f"`{gate.name}` within {gate.deadline}"
+    problems: dict[str, list[Problem]] = {}
+    for n in [n for n in missing(gate, watches) if n not in named]:
+        found = f"not past `{gate.name}` ({state(watches[n])})"
+        problems[n] = [Problem(found, planned, retry_remedy(watches[n], gate.remedy))]
+    return problems
 
 
 def tails(watches: dict[str, NodeWatch], where: dict[str, str]) -> str:
@@ -90,9 +93,9 @@ def unreached(launch: Launch, watches: dict[str, NodeWatch]) -> dict[str, list[P
     problems: dict[str, list[Problem]] = {}
     for m in launch.milestones:
         for node in missing(m, watches):
-            problems.setdefault(node, []).append(Problem(
-                f"no `{m.name}` line in its log", f"`{m.name}` on every planned node",
-                "read the node's log in the evidence directory"))  # fmt: skip
+            found, planned = f"no `{m.name}` line in its log", f"`{m.name}` on every planned node"
+            remedy = "read the node's log in the evidence directory"
+            problems.setdefault(node, []).append(Problem(found, planned, remedy))
     return problems
 
 
@@ -112,28 +115,31 @@ def watch_problems(watch: NodeWatch, elapsed_s: float, settle_s: float) -> list[
 
 
 def oom_problem(watch: NodeWatch) -> Problem:
-    return Problem(f"the kernel OOM-killed {', '.join(watch.oom_kills)} in {watch.container}",
-                   "the engine fits in the node's memory",
-                   "free the node's memory (`pytest -m preflight -k memory` names what holds it) "
-                   "or plan a smaller KV cache")  # fmt: skip
+    found = f"the kernel OOM-killed {', '.join(watch.oom_kills)} in {watch.container}"
+    remedy = (
+        "free the node's memory (`pytest -m preflight -k memory` names what holds it) "
+        "or plan a smaller KV cache"
+    )
+    return Problem(found, "the engine fits in the node's memory", remedy)
 
 
 def lost_problem(node: str, found: str) -> Problem:
-    """A stream of NODE's engine ended while the launch still watched it (FOUND: which, and
-    on what): the node's dockerd restarted, or the SSH connection its socket is forwarded
-    through dropped. Nothing more of the node would be heard: the launch ends now, not at the
-    gate's deadline."""
-    remedy = (f"if its engine restarted, `sudo systemctl status docker` and `sudo journalctl -u "
-              f"docker` on {node} say why; if the SSH connection dropped, check the link and "
-              f"`ssh -O check {node}`; then launch again")  # fmt: skip
+    """A stream of NODE's engine ended while the launch watched it (FOUND: which, on what):
+    its dockerd restarted, or the SSH connection its socket goes through dropped. Nothing more
+    would be heard from the node: the launch ends now, not at the gate's deadline."""
+    remedy = (
+        f"if its engine restarted, `sudo systemctl status docker` and `sudo journalctl -u "
+        f"docker` on {node} say why; if the SSH connection dropped, check the link and "
+        f"`ssh -O check {node}`; then launch again"
+    )
     return Problem(found, "the node's Docker engine answering through the launch", remedy)
 
 
 def fatal_problem(watch: NodeWatch) -> Problem:
     """What the node's most specific fatal line means, with its remedy."""
     assert watch.fatal is not None
-    return Problem(f"{watch.fatal.meaning}: {clipped(watch.fatal_line)}",
-                   "no fatal line in the engine's log", watch.fatal.remedy)  # fmt: skip
+    found = f"{watch.fatal.meaning}: {clipped(watch.fatal_line)}"
+    return Problem(found, "no fatal line in the engine's log", watch.fatal.remedy)
 
 
 def clipped(line: str, width: int = 300) -> str:

@@ -10,31 +10,32 @@ otherwise be asked again at once, hundreds of times a second, through its warm-u
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from infergate.deploy.failure import missed
+from infergate.deploy.failure import logs_remedy, missed
+from infergate.deploy.news import beat, judge_oom, refresh
+from infergate.deploy.state import LaunchState
 from infergate.deploy.watch import missing, parse_ray_status
 from infergate.engines.launch import ClusterJoined, Gate, HttpReady, Milestone
 from infergate.plan.apikey import check_authorized
+from infergate.problems import Problem
+from infergate.remote.docker_api import API_ERRORS, engine_said
 from infergate.waiting import Clock, WaitTimedOut, wait_until
-
-if TYPE_CHECKING:
-    from infergate.deploy.executor import Deployment
 
 POLL_S = 1.0  # between two looks at `ray status` or the API (a log line wakes it earlier)
 HTTP_PROBE_S = 5.0  # one GET of the readiness gate: a server that is up answers at once
 
 
-def wait_for(d: Deployment, gate: Gate) -> None:
+def wait_for(s: LaunchState, gate: Gate) -> None:
     """Wait for GATE; past its deadline, fail naming the nodes not there and their state."""
-    clock = Clock(gate.deadline, d.started_at)
+    clock = Clock(gate.deadline, s.started_at)
     asked = Asked()
     try:
-        wait_until(lambda: look(d, gate, asked), gate.name, clock, POLL_S, d.wait_for_news)
+        wait_until(lambda: look(s, gate, asked), gate.name, clock, POLL_S, s.wait_for_news)
     except WaitTimedOut as e:
-        d.judge_oom()  # a rank the kernel killed is silent: say why
-        d.fail(missed(gate, d.watches, d.head, e.last, d.elapsed()), gate.name)
+        judge_oom(s)  # a rank the kernel killed is silent: say why
+        s.fail(missed(gate, s.watches, s.head, e.last, s.elapsed()), gate.name)
 
 
 @dataclass
@@ -48,47 +49,60 @@ class Asked:
         return self.at is None or now - self.at >= POLL_S
 
 
-def look(d: Deployment, gate: Gate, asked: Asked) -> tuple[bool | None, str]:
+def look(s: LaunchState, gate: Gate, asked: Asked) -> tuple[bool | None, str]:
     """One look at GATE: (True when passed, else None; what was seen, in words); a gate that
     still waits says so now and then (the heartbeat). The logs are read at every look, the
     cluster or the API asked only when ASKED says it is due, or at the deadline."""
-    d.refresh()
+    refresh(s)
     seen: tuple[bool | None, str]
     if isinstance(gate, Milestone):
-        behind = missing(gate, d.watches)
+        behind = missing(gate, s.watches)
         seen = (None, f"{', '.join(behind)} not past it") if behind else (True, "passed")
-    elif asked.due(now := d.elapsed()) or now >= gate.deadline.seconds:
+    elif asked.due(now := s.elapsed()) or now >= gate.deadline.seconds:
         asked.at = now
-        seen = cluster_joined(d, gate) if isinstance(gate, ClusterJoined) else http_ready(d, gate)
+        seen = cluster_joined(s, gate) if isinstance(gate, ClusterJoined) else http_ready(s, gate)
         asked.seen = seen[1]
     else:
         seen = (None, asked.seen)
     if seen[0] is None:
-        d.beat(gate)
+        beat(s, gate)
     return seen
 
 
-def cluster_joined(d: Deployment, gate: ClusterJoined) -> tuple[bool | None, str]:
-    status = parse_ray_status(d.exec_in(gate.node, gate.command))
+def cluster_joined(s: LaunchState, gate: ClusterJoined) -> tuple[bool | None, str]:
+    status = parse_ray_status(exec_in(s, gate.node, gate.command))
     seen = f"{status.active} node(s) alive, {status.gpus:g} GPU(s) in `ray status`"
     if status.active < gate.nodes or status.gpus < gate.gpus:
         return None, seen
-    d.say(f"[{d.elapsed():6.1f} s] {gate.name}: {seen}")
+    s.say(f"[{s.elapsed():6.1f} s] {gate.name}: {seen}")
     return True, seen
 
 
-def http_ready(d: Deployment, gate: HttpReady) -> tuple[bool | None, str]:
+def exec_in(s: LaunchState, node: str, argv: tuple[str, ...]) -> str:
+    """ARGV run in NODE's engine container, to its end: what it printed (redacted); an
+    engine that cannot run it ends the launch, in its own words."""
+    try:
+        output = s.container(node).exec_run(list(argv)).output  # whole: not streamed
+    except API_ERRORS as e:
+        container, command = s.watches[node].container, shlex.join(argv)
+        found = f"`{command}` in {container} failed: {s.hide(engine_said(e))}"
+        planned = f"{command} answering in {container}"
+        s.fail({node: [Problem(found, planned, logs_remedy(s.watches[node]))]})
+    return s.hide(output.decode(errors="replace") if isinstance(output, bytes) else "")
+
+
+def http_ready(s: LaunchState, gate: HttpReady) -> tuple[bool | None, str]:
     """Each path 200 (a 401 or 403 fails at once: waiting will not bring the key), and
     /v1/models listing the served name."""
     for path in gate.paths:
-        answer = d.get(path, HTTP_PROBE_S)
-        if refused := check_authorized(answer.status, d.launch.endpoint + path, d.api_key):
-            d.fail({d.head: refused}, gate.name)
+        answer = s.get(path, HTTP_PROBE_S)
+        if refused := check_authorized(answer.status, s.launch.endpoint + path, s.api_key):
+            s.fail({s.head: refused}, gate.name)
         if answer.status != 200:
             return None, f"GET {path}: {answer.status or answer.body}"
-        if path == "/v1/models" and d.launch.served_name not in served_ids(answer.body):
+        if path == "/v1/models" and s.launch.served_name not in served_ids(answer.body):
             return None, f"/v1/models lists {served_ids(answer.body)}"
-    d.say(f"[{d.elapsed():6.1f} s] {gate.name}: {', '.join(gate.paths)} answer")
+    s.say(f"[{s.elapsed():6.1f} s] {gate.name}: {', '.join(gate.paths)} answer")
     return True, "ready"
 
 

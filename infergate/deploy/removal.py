@@ -1,8 +1,8 @@
 """A run's containers removed through a node's Docker Engine API, by the suite's labels
 (runs.LABELS), and proven by a separate listing after it: each stopped (SIGTERM, SIGKILL
 after the grace) then removed. Only what carries one of the labels is ever listed, so nothing
-the suite did not start is touched. The deploy handle and `infergate down` both remove so;
-runs.check_removed judges what happened, in the words an operator acts on.
+the suite did not start is touched. The deploy handle (`remove_launch`) and `infergate down`
+both remove so; runs.check_removed judges what happened, in the words an operator acts on.
 """
 
 from __future__ import annotations
@@ -14,10 +14,21 @@ import requests
 from docker import DockerClient
 from docker.errors import NotFound
 
-from infergate.checks.containers import Container
-from infergate.deploy.runs import LABELS, STOP_GRACE_S, Exit, RunContainer, check_removed, of_runs
-from infergate.problems import Problem
+from infergate.checks.containers import Container, down_command
+from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.runs import (
+    LABELS,
+    STOP_GRACE_S,
+    Exit,
+    RunContainer,
+    check_removed,
+    node_remove_hint,
+    of_runs,
+)
+from infergate.deploy.state import LaunchState
+from infergate.problems import Problem, describe_all
 from infergate.remote.docker_api import API_ERRORS, EngineUnreachable, stop_and_remove
+from infergate.remote.fanout import each
 from infergate.waiting import TIMEOUT_EXITS
 
 FAILURES = (EngineUnreachable, *API_ERRORS)
@@ -78,3 +89,24 @@ def failed(error: Exception) -> Exit:
     if isinstance(error, requests.ConnectionError):
         return 1, f"Cannot connect to the Docker daemon: {error}"
     return 1, str(getattr(error, "explanation", None) or error).splitlines()[0]
+
+
+def remove_launch(s: LaunchState, inventory_path: str | None) -> None:
+    """Remove the launch's run by its label on every node at once (SIGKILL after the grace:
+    vLLM's lone head ignores SIGTERM), proven by a separate listing; fail naming each node
+    where it was not (INVENTORY_PATH: for the remedy)."""
+    run_id = s.launch.run_id
+
+    def remove(node: str) -> list[Problem]:
+        return remove_run(lambda: s.engines[node], run_id, inventory_path)[1]
+
+    if problems := {n: p for n, p in each(list(s.nodes), remove).items() if p}:
+        text = [f"the removal of run {run_id} failed:"]
+        text += [describe_all(s.where(n), p) for n, p in problems.items()]
+        raise LaunchFailed("\n".join(text))
+    s.say(f"stopped run {run_id} on {', '.join(s.nodes)}")
+
+
+def stop_hint(run_id: str, inventory_path: str | None) -> str:
+    """How an operator removes a kept run: `infergate down`, or docker on each node."""
+    return f"`{down_command(run_id, inventory_path)}`, or on each node `{node_remove_hint(run_id)}`"

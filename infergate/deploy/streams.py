@@ -1,18 +1,13 @@
-"""A launch's containers, followed as streams of each node's Docker Engine API: one thread
-per container reading its log as Docker writes it (`GET /containers/ID/logs?follow=1`),
-one per node reading the engine's events for this run's label (start, die with its exit
-code, oom, destroy), all into one queue. The watch wakes on that queue: a container's death
-reaches it within milliseconds, not at the next poll, and nothing is re-read.
+"""A launch's containers, followed as streams of each node's Docker Engine API, into one
+queue: each container's log as Docker writes it (`GET /containers/ID/logs?follow=1`), each
+node's events for this run's label (start, die with its exit code, oom, destroy). The watch
+wakes on that queue: a container's death reaches it within milliseconds, nothing is re-read.
 
-Lines are split on "\\n" only, as Docker stores them: a progress bar's "\\r" (tqdm's shard
-loading) stays inside its line. Every stream is closed on `close` (the launch's end,
-whatever ended it); the threads are daemons, so a stream that does not close never holds the
-process. Nothing here reads a line's meaning: watch.py does.
-
-A stream that ends before `close` says so on the queue (`News.lost`, with what it ended on):
-an engine's connection that drops (its dockerd restarted, the SSH master or its forward gone)
-would otherwise end its reader in silence and leave the gate waiting for its deadline. A log
-also ends when its container exits: the watch tells the two apart (executor.py).
+Lines are split on "\\n" only, as Docker stores them (a tqdm bar's "\\r" stays inside its line).
+Nothing here reads a line's meaning (watch.py does). Every stream is closed on `close`; its
+threads are daemons. A stream that ends before `close` says so (`News.lost`, with what it
+ended on): a dropped engine connection would otherwise leave the gate waiting for its
+deadline (news.py tells it from a container's exit).
 """
 
 from __future__ import annotations
@@ -101,8 +96,9 @@ class Streams:
                 stream.close()
                 return None
             self._open.append(stream)
-        thread = threading.Thread(target=self._pump, args=(stream, news, lost, items), daemon=True,
-                                  name=f"infergate-stream-{lost.node}")  # fmt: skip
+        pump = (stream, news, lost, items)
+        name = f"infergate-stream-{lost.node}"
+        thread = threading.Thread(target=self._pump, args=pump, daemon=True, name=name)
         self._threads.append(thread)
         thread.start()
         return thread
