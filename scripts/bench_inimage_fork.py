@@ -41,12 +41,12 @@ def timed_facts(form, model, planned):
         r, w = os.pipe()
         child = os.fork()
         if child == 0:
-            os.write(w, json.dumps(flags("vllm", model, planned)).encode())
+            os.write(w, json.dumps(flags("vllm_parser", "", model, planned)).encode())
             os._exit(0)
         os.close(w)
     else:
-        flags("vllm", model, planned)
-    versions("vllm")
+        flags("vllm_parser", "", model, planned)
+    versions(("vllm",))
     model_config(model)
     registry("vllm")
     chat_template(model, planned)

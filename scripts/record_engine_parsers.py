@@ -22,9 +22,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-from infergate.checks.inimage import OTHER_ENGINE_FLAGS, probe_command
+from infergate.checks.inimage import probe_command
 from infergate.engines.container import ContainerSpec
 from infergate.engines.labels import PROBE_LABEL
+from infergate.engines.registry import engine_for
+from infergate.plan.model import EngineKind
 from infergate.remote.docker_api import run_to_exit
 from infergate.waiting import Deadline
 from infergate_lab import Lab
@@ -46,7 +48,7 @@ VALUES = {  # a value for each flag of the table that takes one
 }  # fmt: skip
 
 
-def planned(flags: set[str]) -> list[str]:
+def planned(flags: frozenset[str]) -> list[str]:
     return [part for flag in sorted(flags) for part in (flag, *VALUES.get(flag, "").split())]
 
 
@@ -68,8 +70,9 @@ def sglang_site() -> Path:
     return site
 
 
-def record(lab: Lab, kind: str, name: str, env: dict[str, str], mounts: list[str]) -> None:
-    args = [kind, MODEL, "0", "1", "60", *planned(OTHER_ENGINE_FLAGS[kind])]
+def record(lab: Lab, kind: EngineKind, name: str, env: dict[str, str], mounts: list[str]) -> None:
+    engine = engine_for(kind)
+    args = [engine.probe.argument(), MODEL, "0", "1", "60", *planned(engine.foreign_flags)]
     env = {**env, "GLOO_SOCKET_IFNAME": "lo"}
     spec = ContainerSpec(IMAGE, False, False, (MODEL, *mounts), tuple(sorted(env.items())), ())
     master = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}

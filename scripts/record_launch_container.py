@@ -22,6 +22,7 @@ from pathlib import Path
 from infergate.checks.inimage import probe_command
 from infergate.engines.container import ContainerSpec
 from infergate.engines.labels import PROBE_LABEL
+from infergate.engines.registry import engine_for
 from infergate.remote.docker_api import run_to_exit
 from infergate.waiting import Deadline
 from infergate_lab import Lab
@@ -51,7 +52,8 @@ def run(lab: Lab, name: str, command: list[str], docker_args: tuple[str, ...]) -
 
 
 def record(lab: Lab, name: str, flags: tuple[str, ...] = (), docker_args=PLAN_ARGS) -> None:
-    args = ["vllm", MODEL, "0", "1", "60", "--max-model-len", "1024", *flags]
+    engine = engine_for("vllm").probe.argument()
+    args = [engine, MODEL, "0", "1", "60", "--max-model-len", "1024", *flags]
     master = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
     stdout = run(lab, name, probe_command(args, master, "fresh"), docker_args)
     (OUT / f"{name}.txt").write_text(stdout)

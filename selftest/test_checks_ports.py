@@ -20,13 +20,7 @@ from infergate.checks.firewall import (
     parse_nft_rules,
     sample_ports,
 )
-from infergate.checks.node_ports import (
-    Bound,
-    PortRange,
-    check_outside_ephemeral_range,
-    parse_port_range,
-    planned_ports,
-)
+from infergate.checks.node_ports import PortRange, check_outside_ephemeral_range, parse_port_range
 from infergate.checks.ports import (
     check_listener,
     dial_command,
@@ -34,16 +28,23 @@ from infergate.checks.ports import (
     parse_dials,
     parse_listener,
 )
+from infergate.engines.ports import Bound
+from infergate.engines.registry import engine_for
 from infergate.plan.model import parse_inventory
 
 DATA = Path(__file__).parent / "data" / "ports"
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+VLLM, RAY = engine_for("vllm"), engine_for("vllm-ray")
 
 
 def plan(name: str, **env: str):
     data = yaml.safe_load((INVENTORIES / f"{name}.yaml").read_text())
     data["engine"].setdefault("env", {}).update(env)
     return parse_inventory(data)
+
+
+def planned_ports(inventory, node):
+    return engine_for(inventory).planned_ports(inventory, node)
 
 
 def ports_of(inventory) -> dict[str, dict[int, str]]:
@@ -135,13 +136,13 @@ def test_lab_ports_lie_below_the_range():
 
 
 def test_sample_takes_each_ranges_ends_and_middle_around_what_is_held():
-    sample = sample_ports(lab_range(), ray=True, avoid={32768, 60999, 10002})
+    sample = sample_ports(lab_range(), RAY.listen_spans, avoid={32768, 60999, 10002})
     assert sample == {
         32769: "ephemeral range 32768-60999", 46883: "ephemeral range 32768-60999",
         60998: "ephemeral range 32768-60999", 10003: "Ray worker ports 10002-19999",
         15000: "Ray worker ports 10002-19999", 19999: "Ray worker ports 10002-19999",
     }  # fmt: skip
-    assert set(sample_ports(lab_range(), ray=False, avoid=set())) == {32768, 46883, 60999}
+    assert set(sample_ports(lab_range(), VLLM.listen_spans, avoid=set())) == {32768, 46883, 60999}
 
 
 def test_listener_report_names_bound_and_refused_ports():

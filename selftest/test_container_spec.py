@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infergate.engines.container import engine_container
+from infergate.engines.registry import engine_for
 from infergate.plan.model import Inventory, parse_inventory
 from infergate.preflight.in_image import _probe
 
@@ -40,7 +40,7 @@ def test_probe_container_is_the_engine_container(kind: str, hcas: bool) -> None:
     inventory = plan(kind, hcas)
     for rank, node in enumerate(inventory.nodes):
         spec = _probe(inventory, node, rank)[0]
-        assert spec == engine_container(inventory, node), node.name
+        assert spec == engine_for(inventory).container(inventory, node), node.name
         kwargs = spec.create_kwargs()
         assert ("devices" in kwargs) == hcas
         assert [u.name for u in kwargs.get("ulimits", [])] == ["memlock"] * hcas + ["nofile"]
@@ -54,7 +54,8 @@ def test_the_rendezvous_address_is_the_probes_command_not_the_containers_env() -
     spec, args, master = _probe(inventory, inventory.head, 0)
     assert master == {"MASTER_ADDR": "192.168.200.12", "MASTER_PORT": "29501"}
     assert not any(key.startswith("MASTER_") for key, _ in spec.env)
-    assert args[:5] == ["vllm", inventory.model.path, "0", "2", "60"]
+    engine = '{"imports": ["vllm"], "registry": "vllm", "parser": "vllm_parser", "model_flag": ""}'
+    assert args[:5] == [engine, inventory.model.path, "0", "2", "60"]
 
 
 @pytest.mark.parametrize("kind", list(PLANS))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from infergate.engines.registry import engine_for
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import conformance as judge
 from infergate.inference.client import get_json, post_json, stream_completion
@@ -85,8 +86,8 @@ def test_bad_request_gets_a_json_4xx(
     endpoint: Endpoint, inventory: Inventory, defect: judge.BadRequest
 ) -> None:
     """A client's mistake is answered 4xx with a JSON error, not 500 and not a hang."""
-    if inventory.engine.kind in defect.answered_by:
-        pytest.skip(defect.answered_by[inventory.engine.kind])
+    if why := engine_for(inventory).answers_by_design.get(defect.name):
+        pytest.skip(why)
     body = defect.make(judge.body(CHAT, endpoint.model, PROMPT, max_tokens=4))
     status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, endpoint.api_key,
                                endpoint.ca_bundle)  # fmt: skip

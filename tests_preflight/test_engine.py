@@ -4,6 +4,7 @@ import pytest
 
 from infergate.checks.facts import rdma_devices_of
 from infergate.checks.pinning import check_pinning, check_pinning_planned, required_pinning
+from infergate.engines.registry import engine_for
 from infergate.fixtures.facts import read_fact
 from infergate.fixtures.report import fail_on
 
@@ -14,7 +15,7 @@ def test_engine_env_pins_the_fabric(inventory):
     the HCAs) to the fabric: left alone, each picks its own interface and init hangs."""
     gpus = any(n.gpus for n in inventory.nodes)
     rdma = any(n.fabric.hcas for n in inventory.nodes)
-    needed = required_pinning(inventory.engine.kind, gpus, rdma)
+    needed = required_pinning(engine_for(inventory), gpus, rdma)
     for node in inventory.nodes:
         fail_on(node, check_pinning_planned(inventory.node_env(node), needed))
 

@@ -12,6 +12,7 @@ from infergate.checks.inimage import (
 )
 from infergate.checks.inimage_ran import check_nccl_ran
 from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
+from infergate.engines.registry import engine_for
 from infergate.fixtures.report import fail_on, fail_on_nodes
 
 # one worker runs every in-image test: the rendezvous must happen once per run
@@ -21,9 +22,8 @@ pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]
 def test_model_architecture_supported_by_image(image_facts, node, inventory):
     """The image's transformers reads the model's config.json (AutoConfig), and its engine's
     model registry lists the architecture (the two-Spark report's image was too old for Qwen3.5)."""
-    kind = inventory.engine.kind
     problems = check_model_supported(
-        image_facts.part("model-config"), image_facts.part("registry"), kind
+        image_facts.part("model-config"), image_facts.part("registry"), engine_for(inventory)
     )
     fail_on(node, problems)
 
@@ -31,7 +31,7 @@ def test_model_architecture_supported_by_image(image_facts, node, inventory):
 def test_engine_flags_accepted_by_image(image_facts, node, inventory):
     """Every planned flag is accepted by the engine's own parser in the planned image; a flag
     of the other engine is named as such (`--language-model-only` is vLLM's)."""
-    fail_on(node, check_flags(image_facts.part("flags"), inventory.engine.kind))
+    fail_on(node, check_flags(image_facts.part("flags"), engine_for(inventory)))
 
 
 def test_no_stray_nccl_conf_in_image(image_facts, node):

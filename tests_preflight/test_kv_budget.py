@@ -10,6 +10,7 @@ from infergate.checks.kv_budget import (
     rank_kv_budget,
     rank_memory_of,
 )
+from infergate.engines.registry import engine_for
 from infergate.fixtures.facts import read_fact
 from infergate.fixtures.report import fail_on
 from infergate.plan.model import flag_value
@@ -19,9 +20,9 @@ def test_context_length_fits_kv_cache(probes, node, inventory):
     """One request of the planned --max-model-len (SGLang: --context-length) fits one rank's
     KV cache: vLLM would otherwise refuse to start minutes into the launch ("max seq len ...
     is larger than ... KV cache")."""
-    engine, sections = inventory.engine, probes.of(node)
+    engine, adapter, sections = inventory.engine, engine_for(inventory), probes.of(node)
     shape = read_fact(node, sections, kv_shape_of)
-    context = planned_context(engine.kind, engine.flags, shape)
+    context = planned_context(adapter, engine.flags, shape)
     if context is None:
         pytest.skip("engine.flags leave the context length to the engine (-1 or auto), or "
                     "config.json names no max_position_embeddings")  # fmt: skip
@@ -29,16 +30,9 @@ def test_context_length_fits_kv_cache(probes, node, inventory):
     world = sum(n.ranks for n in inventory.nodes)
     weights = (inventory.model.size_gib or 0.0) * GIB / world
     env = inventory.node_env(node)
-    budget = rank_kv_budget(engine.kind, engine.flags, env, memory, weights)
+    budget = rank_kv_budget(adapter, engine.flags, env, memory, weights)
     if budget is None:
-        sizes = (
-            "SGLang on CPU sizes its KV cache itself (--max-total-tokens, else from the "
-            "node's memory)"
-            if engine.kind == "sglang"
-            else "no VLLM_CPU_KVCACHE_SPACE in its env to size vLLM's CPU KV cache (the "
-            "engine sizes it itself)"
-        )
-        pytest.skip(f"{node.where}: no GPUs planned, and {sizes}")
+        pytest.skip(f"{node.where}: no GPUs planned, and {adapter.no_cpu_kv_budget}")
     parallel = (engine.tensor_parallel, engine.pipeline_parallel)
     cache_dtype = flag_value(engine.flags, "--kv-cache-dtype")
     fail_on(node, check_context_fits(shape, context, budget, parallel, cache_dtype))

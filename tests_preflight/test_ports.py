@@ -4,8 +4,9 @@ import pytest
 
 from infergate.checks.facts import firewall_of, listening_of, port_range_of
 from infergate.checks.firewall import check_after_rendezvous, check_listened
-from infergate.checks.node_ports import check_outside_ephemeral_range, planned_ports
+from infergate.checks.node_ports import check_outside_ephemeral_range
 from infergate.checks.ports import check_ports_free
+from infergate.engines.registry import engine_for
 from infergate.fixtures.facts import every_node, read_fact
 from infergate.fixtures.report import fail_on, fail_on_nodes
 
@@ -14,9 +15,10 @@ from infergate.fixtures.report import fail_on, fail_on_nodes
 def test_engine_ports_free_on_every_node(probes, inventory):
     """The ports the engine's ranks bind on each node (the head's API and rendezvous, a
     fixed VLLM_PORT, SGLang's health server, Ray's own) are free there."""
-    seen = every_node(probes, inventory, listening_of)
+    seen, engine = every_node(probes, inventory, listening_of), engine_for(inventory)
     problems = {
-        n.name: check_ports_free(seen[n.name], planned_ports(inventory, n)) for n in inventory.nodes
+        n.name: check_ports_free(seen[n.name], engine.planned_ports(inventory, n))
+        for n in inventory.nodes
     }
     fail_on_nodes(inventory.nodes, problems)
 
@@ -25,7 +27,8 @@ def test_engine_ports_outside_ephemeral_range(probes, node, inventory):
     """No port the plan fixes lies in the node's ephemeral range unreserved, where any
     outgoing connection may take it first."""
     span = read_fact(node, probes.of(node), port_range_of)
-    fail_on(node, check_outside_ephemeral_range(span, planned_ports(inventory, node)))
+    planned = engine_for(inventory).planned_ports(inventory, node)
+    fail_on(node, check_outside_ephemeral_range(span, planned))
 
 
 @pytest.mark.xdist_group("cluster")

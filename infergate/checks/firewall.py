@@ -12,21 +12,24 @@ The rules are read, never changed.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infergate.checks.node_ports import RAY_WORKER_PORTS, PortRange
+from infergate.checks.node_ports import PortRange
+from infergate.engines.ports import PortSpan
 from infergate.problems import Problem
 
 SAMPLE_PER_RANGE = 3  # its two ends and its middle: where a rule's bounds cut a range
 
 
-def sample_ports(ephemeral: PortRange, ray: bool, avoid: set[int]) -> dict[int, str]:
-    """A few ports of each range a node will listen on after the rendezvous (port -> range),
-    none of them in AVOID (what it already listens on, the plan's own ports)."""
+def sample_ports(
+    ephemeral: PortRange, spans: Sequence[PortSpan], avoid: set[int]
+) -> dict[int, str]:
+    """A few ports of each range a node will listen on after the rendezvous (port -> range):
+    the ephemeral range and the engine's own SPANS (Engine.listen_spans), none of them in
+    AVOID (what it already listens on, the plan's own ports)."""
     ranges = [(f"ephemeral range {ephemeral.low}-{ephemeral.high}", ephemeral.low, ephemeral.high)]
-    if ray:
-        low, high = RAY_WORKER_PORTS
-        ranges.append((f"Ray worker ports {low}-{high}", low, high))
+    ranges += [(f"{s.what} {s.low}-{s.high}", s.low, s.high) for s in spans]
     sample: dict[int, str] = {}
     for name, low, high in ranges:
         skip = avoid | ephemeral.reserved | set(sample)

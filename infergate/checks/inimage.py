@@ -1,20 +1,20 @@
 """In-image facts: one container per node runs scripts/in_image.py in the planned image.
 
-The container is the engine's own (docker_cli.engine_container: GPUs, RDMA devices and
-memlock, host network and IPC, the model, the plan's env, engine.docker_args, the image by
-ID, never pulled), made through the node's Engine API (infergate.remote.docker_api); only its
-command, its name and a label naming this run, so that clean-up removes exactly it, differ.
+The container is the engine's own (Engine.container: GPUs, RDMA devices and memlock, host
+network and IPC, the model, the plan's env, engine.docker_args, the image by ID, never
+pulled), made through the node's Engine API (infergate.remote.docker_api); only its command,
+its name and a label naming this run, so that clean-up removes exactly it, differ.
 Its sections say what the image's own software makes of the plan: versions, the model's
 architecture, the planned flags, a stray /etc/nccl.conf, what the container was given
 (mounts, limits), and the rendezvous all-reduce across the nodes.
 
 The facts that import the engine (about 2 s beyond the import itself on the lab) depend on
 nothing but the image, the model's config.json and the plan; each node caches them under
-~/.cache/infergate/in-image/, keyed by the image ID, config.json, the plan's engine kind,
-model path, flags and container options, and this probe's own text. A hit runs the
-container for the CUDA init and the rendezvous only, which the host's state decides. The
-cache is read and written by the node's shell (one round trip each), the container run
-through the API.
+~/.cache/infergate/in-image/, keyed by the image ID, config.json, what the engine's adapter
+has the probe import (Engine.probe), the model path, flags and container options, and this
+probe's own text. A hit runs the container for the CUDA init and the rendezvous only, which
+the host's state decides. The cache is read and written by the node's shell (one round trip
+each), the container run through the API.
 """
 
 from __future__ import annotations
@@ -37,29 +37,11 @@ from infergate.checks.nccl import (
 )
 from infergate.checks.probe import Section
 from infergate.engines.container import ContainerSpec
+from infergate.engines.engine import Engine
 from infergate.plan.model import Inventory
 from infergate.problems import Problem
 
 SCRIPT = files("infergate.checks").joinpath("scripts/in_image.py").read_text()
-
-# Only to name a rejected flag: which engine it belongs to. Validation is the image's parser.
-# Each entry is rejected by the other engine's own parser as recorded in the lab
-# (selftest/data/parsers/), except --language-model-only: the SGLang of the two-Spark report
-# rejected it (docs/notes.md#two-spark-report), SGLang 0.5.23 accepts it. SGLang takes
-# --tensor-parallel-size and --pipeline-parallel-size as aliases of its own, so they are not
-# in the table.
-OTHER_ENGINE_FLAGS = {
-    "sglang": {  # flags of vLLM, rejected by SGLang
-        "--language-model-only", "--gpu-memory-utilization", "--enforce-eager",
-        "--max-model-len", "--master-addr", "--headless", "--distributed-executor-backend",
-        "--max-num-seqs",
-    },
-    "vllm": {  # flags of SGLang, rejected by vLLM
-        "--mem-fraction-static", "--tp-size", "--tp", "--dist-init-addr", "--model-path",
-        "--context-length", "--chunked-prefill-size", "--nccl-port", "--dist-timeout",
-    },
-}  # fmt: skip
-
 
 CACHE_DIR = '"$HOME/.cache/infergate/in-image"'
 CACHED = ("versions", "model-config", "registry", "flags", "chat-template")  # a hit skips these
@@ -68,14 +50,14 @@ TOKENIZER_FILES = ("tokenizer_config.json", "chat_template.jinja")
 
 
 def probe_command(args: list[str], master: dict[str, str], facts: str) -> list[str]:
-    """The probe container's command: scripts/in_image.py with ARGS (kind, model path, rank,
-    world, deadline, then the planned flags), FACTS `fresh` or `cached` (a hit skips the
-    engine's facts). MASTER (the rendezvous's MASTER_ADDR and MASTER_PORT) is set by `env`
-    in the command, not in the container's environment: the container is the launch's own
-    (docker_cli.engine_container), its command alone differs."""
-    kind, model, rank, world, deadline, *flags = args
+    """The probe container's command: scripts/in_image.py with ARGS (the engine's probe
+    argument, Engine.probe; model path, rank, world, deadline, then the planned flags), FACTS
+    `fresh` or `cached` (a hit skips the engine's facts). MASTER (the rendezvous's MASTER_ADDR
+    and MASTER_PORT) is set by `env` in the command, not in the container's environment: the
+    container is the launch's own (Engine.container), its command alone differs."""
+    engine, model, rank, world, deadline, *flags = args
     rendezvous = [f"{key}={value}" for key, value in sorted(master.items())]
-    script = [SCRIPT, kind, model, rank, world, deadline, facts, *flags]
+    script = [SCRIPT, engine, model, rank, world, deadline, facts, *flags]
     return ["env", *rendezvous, "python3", "-c", *script]
 
 
@@ -84,12 +66,12 @@ def cache_lookup_command(spec: ContainerSpec, image_id: str, args: list[str], re
     prints it when there is one: a first line `KEY true|false`, then the cached sections.
 
     The key covers the image ID (from the Engine API), the model's config.json and its chat
-    template files (TOKENIZER_FILES) as the node has them, and the plan's engine kind, model
-    path, flags and container options, and this probe's own text: the cached facts depend on
-    nothing else."""
-    kind, model, _rank, _world, _deadline, *flags = args
+    template files (TOKENIZER_FILES) as the node has them, and the engine's probe argument,
+    model path, flags and container options, and this probe's own text: the cached facts
+    depend on nothing else."""
+    engine, model, _rank, _world, _deadline, *flags = args
     options = [spec.gpus, spec.rdma, list(spec.mounts), list(spec.docker_args)]
-    plan = _sha256(json.dumps([SCRIPT, kind, model, flags, options]))
+    plan = _sha256(json.dumps([SCRIPT, engine, model, flags, options]))
     config = shlex.join(f"{model}/{name}" for name in ("config.json", *TOKENIZER_FILES))
     hit = '[ -s "$cache" ]' if reuse else "false"
     return "\n".join([
@@ -146,9 +128,10 @@ def body(section: Section | None) -> dict[str, Any]:
 
 
 def check_model_supported(
-    config: dict[str, Any], registry: dict[str, Any], kind: str
+    config: dict[str, Any], registry: dict[str, Any], engine: Engine
 ) -> list[Problem]:
     """The image's transformers reads the model's config, and its engine knows the architecture."""
+    kind = engine.kind
     if "error" in config:
         return [
             Problem(
@@ -166,7 +149,7 @@ def check_model_supported(
                 found=f"cannot read the {kind} model registry: {registry['error'][:300]}",
                 planned=f"{kind} importable in the image",
                 remedy="check the engine's install in the image: `python3 -c 'import "
-                + kind.split("-")[0]
+                + engine.package
                 + "'`",
             )
         ]
@@ -198,22 +181,23 @@ def check_model_supported(
     ]
 
 
-def check_flags(flags: dict[str, Any], kind: str) -> list[Problem]:
-    """Every planned flag is accepted by the engine's own parser in the image."""
+def check_flags(flags: dict[str, Any], engine: Engine) -> list[Problem]:
+    """Every planned flag is accepted by the engine's own parser in the image; one of the
+    other engine's (Engine.foreign_flags) is named as such."""
+    kind, owner = engine.kind, engine.foreign_owner
     if "error" in flags:
         error = str(flags["error"])
         no_engine = error.startswith(("ModuleNotFoundError", "ImportError"))
         return [Problem(found=f"the {kind} parser failed: {error[:300]}",
                         planned="the planned flags parsed by the image's engine",
                         remedy=f"the image has no importable {kind}: check image.ref and "
-                        f"`python3 -c 'import {kind.split('-')[0]}'` in it" if no_engine
+                        f"`python3 -c 'import {engine.package}'` in it" if no_engine
                         else "fix engine.flags: the error names the flag")]  # fmt: skip
     unknown = [f for f in flags.get("unknown", []) if f.startswith("-")]
     problems = []
     for flag in unknown:
         name = flag.split("=")[0]
-        owner = "vLLM" if kind == "sglang" else "SGLang"
-        theirs = name in OTHER_ENGINE_FLAGS.get("sglang" if kind == "sglang" else "vllm", set())
+        theirs = name in engine.foreign_flags
         problems.append(
             Problem(
                 found=f"{kind} in the image rejects {flag}"

@@ -29,15 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from infergate.checks.facts import ProbeError, Sections, gpus_of, memory_of, section_text
+from infergate.engines.engine import Engine
 from infergate.plan.model import flag_value
 from infergate.problems import Problem
 
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
-VLLM_UTILIZATION = 0.9  # --gpu-memory-utilization's default (vLLM's CacheConfig)
-# SGLang picks --mem-fraction-static by the GPU's size, at most about this (server_args.py)
-SGLANG_FRACTION = 0.9
-CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 
 @dataclass(frozen=True)
@@ -112,13 +109,13 @@ class KvBudget:
     source: str  # how it was reckoned, for the message
 
 
-def cpu_kv_budget(env: Mapping[str, str]) -> KvBudget | None:
-    """vLLM's CPU backend: VLLM_CPU_KVCACHE_SPACE GiB per rank; None where it is unset (vLLM
-    then sizes it from the node's memory)."""
-    value = env.get(CPU_KV_ENV, "").strip()
+def cpu_kv_budget(env: Mapping[str, str], variable: str) -> KvBudget | None:
+    """A CPU rank's KV cache as the engine's VARIABLE sizes it (vLLM's VLLM_CPU_KVCACHE_SPACE),
+    in GiB per rank; None where it is unset (the engine then sizes it from the node's memory)."""
+    value = env.get(variable, "").strip()
     if not value or not value.isdigit() or int(value) == 0:
         return None
-    return KvBudget(int(value) * GIB, f"{CPU_KV_ENV}={value} GiB per rank")
+    return KvBudget(int(value) * GIB, f"{variable}={value} GiB per rank")
 
 
 def gpu_kv_budget(memory_bytes: float, utilization: float, weights_bytes: float) -> KvBudget:
@@ -130,19 +127,16 @@ def gpu_kv_budget(memory_bytes: float, utilization: float, weights_bytes: float)
     return KvBudget(memory_bytes * utilization - weights_bytes, source)
 
 
-def utilization(kind: str, flags: Sequence[str]) -> float:
+def utilization(engine: Engine, flags: Sequence[str]) -> float:
     """The fraction of GPU memory the engine takes: its flag, else the engine's default."""
-    if kind == "sglang":
-        value = flag_value(flags, "--mem-fraction-static")
-        return float(value) if value else SGLANG_FRACTION
-    value = flag_value(flags, "--gpu-memory-utilization")
-    return float(value) if value else VLLM_UTILIZATION
+    value = flag_value(flags, engine.memory_flag)
+    return float(value) if value else engine.memory_default
 
 
-def planned_context(kind: str, flags: Sequence[str], shape: KvShape) -> tuple[int, str] | None:
+def planned_context(engine: Engine, flags: Sequence[str], shape: KvShape) -> tuple[int, str] | None:
     """The context length the plan asks for and where it comes from; None when the engine
     fits it itself (-1, auto) or nothing says it."""
-    name = "--context-length" if kind == "sglang" else "--max-model-len"
+    name = engine.context_flag
     value = flag_value(flags, name)
     if value is not None:
         count = parse_token_count(value)
@@ -188,7 +182,7 @@ class RankMemory:
 
 
 def rank_kv_budget(
-    kind: str,
+    engine: Engine,
     flags: Sequence[str],
     env: Mapping[str, str],
     memory: RankMemory,
@@ -198,9 +192,9 @@ def rank_kv_budget(
     from memory this judge does not see (vLLM's CPU backend without VLLM_CPU_KVCACHE_SPACE,
     SGLang on CPU)."""
     if memory.gpus == 0:
-        return cpu_kv_budget(env) if kind.startswith("vllm") else None
+        return cpu_kv_budget(env, engine.cpu_kv_env) if engine.cpu_kv_env else None
     total = memory.gpu_total_mib * 2**20 if memory.gpu_total_mib else memory.mem_total
-    return gpu_kv_budget(total, utilization(kind, flags), weights_per_rank)
+    return gpu_kv_budget(total, utilization(engine, flags), weights_per_rank)
 
 
 def kv_shape_of(sections: Sections) -> KvShape:

@@ -1,6 +1,6 @@
-"""The fixed ports the engine binds on each node, and the kernel's ephemeral range against them.
+"""The kernel's ephemeral port range, and the ports the engine binds against it.
 
-Read from the launch adapters (infergate/deploy/): what a rank binds on a worker is as fatal
+The ports are the adapter's (Engine.planned_ports): what a rank binds on a worker is as fatal
 there as on the head: "Address already in use" on the worker only (gpustack#6019,
 https://github.com/gpustack/gpustack/issues/6019, #4312 for a taken VLLM_PORT).
 """
@@ -9,43 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infergate.plan.model import Inventory, Node, plan_key
+from infergate.engines.ports import Bound
 from infergate.problems import Problem
-
-# Ray's own fixed defaults, which `ray start` (deploy/vllm_ray.py) does not override:
-# https://docs.ray.io/en/latest/ray-core/configure.html#ports-configurations and
-# https://docs.ray.io/en/master/ray-core/internals/port-service-discovery.html
-RAY_CLIENT_SERVER_PORT = 10001  # head only
-RAY_DASHBOARD_PORT = 8265  # head only
-RAY_DASHBOARD_AGENT_PORT = 52365  # every node
-RAY_WORKER_PORTS = (10002, 19999)  # --min-worker-port / --max-worker-port, every node
-
-
-@dataclass(frozen=True)
-class Bound:
-    what: str  # what the engine binds it for
-    key: str  # where the plan sets it ("" for an engine's own default)
-
-
-def planned_ports(inventory: Inventory, node: Node) -> dict[int, Bound]:
-    """Every fixed TCP port the engine's processes bind on NODE, as the adapters launch them."""
-    e, head = inventory.engine, node.name == inventory.head.name
-    ports: dict[int, Bound] = {}
-    env_port = inventory.node_env(node).get("VLLM_PORT", "")
-    if e.kind != "sglang" and env_port.isdigit():  # vLLM's first internal (ZMQ, torch) port
-        ports[int(env_port)] = Bound("VLLM_PORT", node.key_of("env.VLLM_PORT"))
-    if e.kind == "vllm-ray":
-        ports[RAY_DASHBOARD_AGENT_PORT] = Bound("Ray dashboard agent", "")
-        if head:
-            ports[RAY_CLIENT_SERVER_PORT] = Bound("Ray client server", "")
-            ports[RAY_DASHBOARD_PORT] = Bound("Ray dashboard", "")
-    # SGLang's ranks >= 1 serve a health check on --port (launch_dummy_health_check_server)
-    if head or e.kind == "sglang":
-        ports[e.api_port] = Bound("API server", plan_key("engine.api_port"))
-    if head:
-        rendezvous = "Ray GCS" if e.kind == "vllm-ray" else "dist-init rendezvous"
-        ports[e.dist_init_port] = Bound(rendezvous, plan_key("engine.dist_init_port"))
-    return ports
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv4Network, ip_address
 
 from infergate.checks.network import Interface
+from infergate.engines.engine import Engine
 from infergate.plan.model import Node
 from infergate.problems import Problem
 
@@ -18,9 +19,9 @@ ADDRESS_VARS = ("VLLM_HOST_IP", "SGLANG_HOST_IP")
 HCA_VAR = "NCCL_IB_HCA"
 
 
-def required_pinning(kind: str, gpus: bool, rdma: bool) -> tuple[str, ...]:
-    """The variables a multi-node plan of this engine must set so no socket picks its own way."""
-    needed = ["GLOO_SOCKET_IFNAME", "SGLANG_HOST_IP" if kind == "sglang" else "VLLM_HOST_IP"]
+def required_pinning(engine: Engine, gpus: bool, rdma: bool) -> tuple[str, ...]:
+    """The variables a multi-node plan of ENGINE must set so no socket picks its own way."""
+    needed = ["GLOO_SOCKET_IFNAME", engine.host_ip_var]
     if gpus:
         needed.append("NCCL_SOCKET_IFNAME")
     if rdma:

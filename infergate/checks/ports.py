@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from infergate.checks.node_ports import Bound
+from infergate.engines.ports import Bound
 from infergate.plan.model import plan_key
 from infergate.problems import Problem
 
@@ -184,7 +184,7 @@ def parse_ss_listening(text: str) -> list[Listening]:
 
 
 def check_ports_free(listening: list[Listening], planned: Mapping[int, Bound]) -> list[Problem]:
-    """The ports the engine will bind on this node (node_ports.planned_ports) are free."""
+    """The ports the engine will bind on this node (Engine.planned_ports) are free."""
     first = {s.port: s for s in reversed(listening)}  # one socket per port (IPv4 and IPv6 alike)
     return [
         Problem(

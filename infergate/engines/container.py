@@ -20,7 +20,7 @@ other is refused by name, when the plan is read, rather than passed on unread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +28,6 @@ from docker.types import Ulimit
 
 from infergate.plan.docker_args import gpu_request, merged, parse_docker_args
 from infergate.plan.model import Inventory, Node
-
-# Ray's memory monitor kills workers once host memory is nearly full, and on GB10's unified
-# memory the weights and the KV cache are host memory: the Spark playbook's run_cluster.sh
-# sets it on both nodes (NVIDIA/dgx-spark-playbooks nvidia/vllm/README.md). Under the plan's
-# engine.env, so a plan can still set it.
-ENGINE_ENV: dict[str, dict[str, str]] = {"vllm-ray": {"RAY_memory_monitor_refresh_ms": "0"}}
 
 
 @dataclass(frozen=True)
@@ -74,11 +68,14 @@ def clears_entrypoint(entrypoint: Sequence[str] | None) -> bool:
     return bool(entrypoint) and not any("nvidia_entrypoint" in word for word in entrypoint or ())
 
 
-def engine_container(inventory: Inventory, node: Node) -> ContainerSpec:
+def engine_container(
+    inventory: Inventory, node: Node, engine_env: Mapping[str, str]
+) -> ContainerSpec:
     """NODE's engine container: host network and IPC (the ranks talk over the fabric and
     shared memory), its GPUs and the plan's HCAs, the model read-only at its planned path,
-    the plan's env for this node, engine.docker_args; the plan's image ID where it has one."""
-    env = {**ENGINE_ENV.get(inventory.engine.kind, {}), **inventory.node_env(node)}
+    the engine's own ENGINE_ENV under the plan's env for this node, engine.docker_args; the
+    plan's image ID where it has one."""
+    env = {**engine_env, **inventory.node_env(node)}
     return ContainerSpec(
         image=inventory.image.id or inventory.image.ref,
         gpus=node.gpus > 0,

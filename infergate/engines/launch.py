@@ -1,7 +1,7 @@
 """A launch, as data: the steps an engine needs, in its order, each gate with its deadline.
 
 An engine adapter (vllm_mp.py, sglang.py, vllm_ray.py) turns the inventory into a `Launch`;
-the executor (executor.py) performs it. Nothing here touches a node.
+the executor (deploy/executor.py) performs it. Nothing here touches a node.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 
-from infergate.engines.container import ContainerSpec, engine_container
-from infergate.engines.labels import PLAN_LABEL, RUN_LABEL
+from infergate.engines.container import ContainerSpec
 from infergate.engines.signatures import Signature
 from infergate.plan.apikey import ENGINE_ENV, engine_keys, flags_without_key
 from infergate.plan.model import Inventory, Node
@@ -26,7 +25,7 @@ class Start:
 
     node: str
     container: str  # its name
-    spec: ContainerSpec  # docker_cli.engine_container: the one the preflight's probe runs
+    spec: ContainerSpec  # Engine.container: the one the preflight's probe runs
     command: tuple[str, ...]
     labels: tuple[tuple[str, str], ...]
 
@@ -164,14 +163,6 @@ def deadlines(inventory: Inventory) -> Deadlines:
 
 def container_name(run_id: str, node: Node) -> str:
     return f"infergate-{node.name}-{run_id}"
-
-
-def engine_start(inventory: Inventory, node: Node, run_id: str, command: list[str]) -> Start:
-    """COMMAND in NODE's engine container (docker_cli.engine_container, the one the
-    preflight's probe runs too), with the labels that mark it as this run's."""
-    labels = ((RUN_LABEL, run_id), (PLAN_LABEL, inventory.name))
-    spec = engine_container(inventory, node)
-    return Start(node.name, container_name(run_id, node), spec, tuple(command), labels)
 
 
 def key_in_env(inventory: Inventory, variable: str = ENGINE_ENV) -> Inventory:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from infergate.inference.client import StreamRecord
@@ -184,16 +184,11 @@ def check_repeatable(answers: Sequence[tuple[int, object]]) -> list[Problem]:
 class BadRequest:
     name: str
     make: Callable[[dict[str, object]], object]  # a good request body -> the bad one
-    expected: tuple[int, ...]
-    # engine kinds that answer this request by design, each with why: not judged on them
-    answered_by: Mapping[str, str] = field(default_factory=dict)
+    expected: tuple[int, ...]  # an engine may answer one by design: Engine.answers_by_design
 
 
 BAD_REQUESTS = (
-    BadRequest("unknown-model", lambda b: {**b, "model": "no-such-model"}, (400, 404),
-               {"sglang": "SGLang serves any model name with its one model: its OpenAI layer "
-                "reads `model` only for a LoRA adapter's name (entrypoints/openai/"
-                "serving_base.py, 0.5.23; the lab's SGLang answered 200)"}),
+    BadRequest("unknown-model", lambda b: {**b, "model": "no-such-model"}, (400, 404)),
     BadRequest("malformed-json", lambda b: '{"model": "x", "messages": ', (400, 422)),
     BadRequest("messages-not-a-list", lambda b: {**b, "messages": "not a list"}, (400, 422)),
     BadRequest("negative-max-tokens", lambda b: {**b, "max_tokens": -3}, (400, 422)),

@@ -13,7 +13,6 @@ from typing import Any
 
 from infergate.checks import facts as read
 from infergate.checks.firewall import Dial, sample_ports
-from infergate.checks.node_ports import planned_ports
 from infergate.checks.ports import (
     Listener,
     dial_command,
@@ -22,6 +21,7 @@ from infergate.checks.ports import (
     parse_listener,
     stop_listener_command,
 )
+from infergate.engines.registry import engine_for
 from infergate.plan.model import Inventory, Node
 from infergate.preflight.per_node import FactUnreadable, PerNode, fact, value
 from infergate.remote.fanout import on_every_node
@@ -101,8 +101,9 @@ def _sample(inventory: Inventory, node: Node, probes: PerNode[read.Sections]) ->
     sections = probes.of(node)
     span = fact(node, sections, read.port_range_of)
     held = {s.port for s in fact(node, sections, read.listening_of)}
-    avoid = held | set(planned_ports(inventory, node)) | {inventory.engine.dist_init_port}
-    return sample_ports(span, inventory.engine.kind == "vllm-ray", avoid)
+    engine = engine_for(inventory)
+    avoid = held | set(engine.planned_ports(inventory, node)) | {inventory.engine.dist_init_port}
+    return sample_ports(span, engine.listen_spans, avoid)
 
 
 def _dial_peers(

@@ -26,9 +26,10 @@ from infergate.checks.inimage import (
 )
 from infergate.checks.inimage_ran import check_probe_ran, image_to_run, probe_blockers
 from infergate.checks.probe import Section, parse_sections
-from infergate.engines.container import ContainerSpec, engine_container
+from infergate.engines.container import ContainerSpec
 from infergate.engines.labels import PROBE_LABEL
 from infergate.engines.launch import ordered
+from infergate.engines.registry import engine_for
 from infergate.interrupts import sigint_deferred
 from infergate.plan.apikey import flags_without_key
 from infergate.plan.model import Inventory, Node
@@ -75,14 +76,15 @@ class InImage:
 def _probe(
     inventory: Inventory, node: Node, rank: int
 ) -> tuple[ContainerSpec, list[str], dict[str, str]]:
-    """NODE's engine container, the launch's own (engines.container.engine_container), the
-    probe's arguments and the rendezvous address. The planned flags without the API key: the probe
-    parses them and serves nothing, and its argv is in every `ps`."""
+    """NODE's engine container, the launch's own (Engine.container), the probe's arguments
+    and the rendezvous address. The planned flags without the API key: the probe parses
+    them and serves nothing, and its argv is in every `ps`."""
     engine, model = inventory.engine, inventory.model
     master = {"MASTER_ADDR": str(engine.dist_init_addr), "MASTER_PORT": str(engine.dist_init_port)}
     deadline = inventory.thresholds.rendezvous_timeout_s
-    args = [engine.kind, model.path, str(rank), str(len(inventory.nodes)), f"{deadline:g}"]
-    return engine_container(inventory, node), [*args, *flags_without_key(engine.flags)], master
+    adapter, world = engine_for(inventory), str(len(inventory.nodes))
+    args = [adapter.probe.argument(), model.path, str(rank), world, f"{deadline:g}"]
+    return adapter.container(inventory, node), [*args, *flags_without_key(engine.flags)], master
 
 
 def _host_facts(

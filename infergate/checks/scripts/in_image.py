@@ -2,7 +2,9 @@
 process (importing the engine once), and beside them, in a thread, the rendezvous all-reduce
 across all nodes: it waits on its peers while the engine imports.
 
-argv: kind (sglang|vllm|vllm-ray), model path, rank, world, deadline seconds, facts, flags...
+argv: engine, model path, rank, world, deadline seconds, facts, flags...
+engine: a JSON object from the engine's adapter (infergate.engines.engine.ImageProbe): its
+modules to import, the module of its model registry, its parser, the option before the model.
 facts: `fresh` reads every fact; `cached` skips those the controller holds from an earlier
 run of this probe on this image, model config, tokenizer files and plan (versions,
 model-config, registry, flags, chat-template: the ones that import the engine or
@@ -39,14 +41,12 @@ def guarded(name, fn):
         )
 
 
-ENGINE_MODULES = {"vllm": ("vllm",), "vllm-ray": ("vllm", "ray"), "sglang": ("sglang",)}
-
-
-def versions(kind):
-    """torch, transformers and the engine as they import (the facts below import them
-    anyway); the other packages from their installed metadata, without the cost of an import."""
+def versions(imports):
+    """torch, transformers and the engine's IMPORTS as they import (the facts below import
+    them anyway); the other packages from their installed metadata, without the cost of an
+    import."""
     found = {"python": sys.version.split()[0]}
-    imported = ("torch", "transformers", *ENGINE_MODULES.get(kind, ()))
+    imported = ("torch", "transformers", *imports)
     for mod in ("torch", "transformers", "vllm", "sglang", "ray", "safetensors"):
         found[mod] = imported_version(mod) if mod in imported else installed_version(mod)
     torch = sys.modules.get("torch")
@@ -226,9 +226,10 @@ def planned_value(planned, name):
     return found
 
 
-def registry(kind):
-    """The engine's model registry, and what the engine logged while loading it: SGLang
-    imports every model module and skips, with a warning, those that fail to import."""
+def registry(module):
+    """The engine's model registry (MODULE's ModelRegistry), and what the engine logged while
+    loading it: SGLang imports every model module and skips, with a warning, those that fail
+    to import."""
     import logging
 
     logged = []
@@ -240,11 +241,7 @@ def registry(kind):
     keep = Keep(logging.WARNING)
     logging.getLogger().addHandler(keep)
     try:
-        if kind.startswith("vllm"):
-            from vllm import ModelRegistry
-        else:
-            from sglang.srt.models.registry import ModelRegistry
-        archs = sorted(ModelRegistry.get_supported_archs())
+        archs = sorted(importlib.import_module(module).ModelRegistry.get_supported_archs())
     finally:
         logging.getLogger().removeHandler(keep)
     return {"archs": archs, "warnings": len(logged), "first_warnings": logged[:3]}
@@ -280,10 +277,14 @@ def sglang_parser():
     return parser
 
 
-def flags(kind, model, planned):
-    parser = vllm_parser() if kind.startswith("vllm") else sglang_parser()
-    model_args = [model] if kind.startswith("vllm") else ["--model-path", model]
-    _, unknown = parser.parse_known_args([*model_args, *planned])
+PARSERS = {parser.__name__: parser for parser in (vllm_parser, sglang_parser)}
+
+
+def flags(parser, model_flag, model, planned):
+    """What the server parser PARSERS[PARSER] leaves unknown of the planned flags, the
+    model's path after MODEL_FLAG (positional where it is empty)."""
+    model_args = [model_flag, model] if model_flag else [model]
+    _, unknown = PARSERS[parser]().parse_known_args([*model_args, *planned])
     return {"unknown": unknown}
 
 
@@ -396,7 +397,8 @@ def nccl_bench(rank, world, deadline):
 
 
 def main():
-    kind, model, rank, world, deadline, facts, *planned = sys.argv[1:]
+    argument, model, rank, world, deadline, facts, *planned = sys.argv[1:]
+    engine = json.loads(argument)
     until = time.monotonic() + float(deadline)
     said = threading.Event()  # the rendezvous section is printed once: by the thread or at expiry
     quiet = threading.Event()  # the facts are read: this thread no longer takes the GIL
@@ -420,10 +422,10 @@ def main():
     meeting.start()
     guarded("cuda-init", cuda_init)
     if facts == "fresh":
-        guarded("versions", lambda: versions(kind))
+        guarded("versions", lambda: versions(engine["imports"]))
         guarded("model-config", lambda: model_config(model))
-        guarded("registry", lambda: registry(kind))
-        guarded("flags", lambda: flags(kind, model, planned))
+        guarded("registry", lambda: registry(engine["registry"]))
+        guarded("flags", lambda: flags(engine["parser"], engine["model_flag"], model, planned))
         guarded("chat-template", lambda: chat_template(model, planned))
     quiet.set()
 
