@@ -121,15 +121,22 @@ def make_parser() -> Parser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for phase, text in PHASE_HELP.items():
         run = commands.add_parser(
-            phase, help=text, allow_abbrev=False,
+            phase,
+            help=text,
+            allow_abbrev=False,
             description=f"{text}. Other arguments go to pytest as they are.",
-        )  # fmt: skip
-        run.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV}, "
-                         "else the ini key infergate_inventory)")  # fmt: skip
+        )
+        run.add_argument(
+            "--inventory",
+            metavar="PLAN",
+            help=f"the plan (default: ${ENV}, else the ini key infergate_inventory)",
+        )
     gone = commands.add_parser(
-        "down", help="remove a run's containers on every node", allow_abbrev=False,
+        "down",
+        help="remove a run's containers on every node",
+        allow_abbrev=False,
         description="Remove by label what a run of this suite left on the nodes, nothing else.",
-    )  # fmt: skip
+    )
     gone.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
     which = gone.add_mutually_exclusive_group(required=True)
     which.add_argument("--run", metavar="ID", help="the run id (in its container names)")

@@ -7,11 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Problem:
-    """One way a node differs from the plan.
-
-    `found` and `planned` are short phrases an operator reads side by side; `remedy` is a
-    command or an instruction they can act on at once.
-    """
+    """One way a node differs from the plan: `found` and `planned`, short phrases an operator
+    reads side by side, and a `remedy` they can act on at once."""
 
     found: str
     planned: str

@@ -1,9 +1,8 @@
 """One way to wait: a `Deadline` that knows the plan key (or constant) that sets it, and
 `wait_until`, which polls a probe until it says done or the deadline passes.
 
-A timeout is never silent: `WaitTimedOut` carries what was awaited, the last state the probe
-reported, the seconds waited and the key to raise. A remote command that `timeout` ended
-(exit 124, or 137 after its kill) reads as `CommandTimedOut`, not as empty output.
+A timeout is never silent: `WaitTimedOut` says what was awaited, the last state seen and the
+key to raise; a remote command that `timeout` ended is `CommandTimedOut`, not empty output.
 """
 
 from __future__ import annotations
@@ -70,10 +69,9 @@ def wait_until(
     every_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """Call PROBE until it returns a result that is not None, and return it. PROBE returns
-    (result or None, the state it saw, in words). At the deadline: `WaitTimedOut` with the
-    last state. PROBE may raise to end the wait at once (a fatal line, a dead container).
-    The last call is made at the deadline, never after it, and never skipped."""
+    """Call PROBE, which returns (result or None, the state it saw), until it gives a result;
+    the last call is made at the deadline, never after it, then `WaitTimedOut` names the last
+    state. PROBE may raise to end the wait at once (a fatal line, a dead container)."""
     clock = deadline if isinstance(deadline, Clock) else deadline.start()
     while True:
         result, last = probe()

@@ -1,21 +1,9 @@
-"""The engine's container, one `ContainerSpec` built from the plan and the node, for the
-in-image probe and deploy: typed arguments for the Docker Engine API (`create_kwargs`, sent
-by infergate.remote.docker_api). The module keeps its name from the days of `docker run` command
-lines: the plan still speaks the CLI's options (engine.docker_args), translated here.
+"""The engine's container on one node, a `ContainerSpec` built from the plan: typed arguments
+for the Docker Engine API (`create_kwargs`), the same for the launch and the in-image probe.
 
-The probe proves what the launch will run, so it may differ only in its command and its own
-options (name, labels). A probe without the launch's RDMA devices would see NCCL fall back to
-sockets and fail a correct plan's NET/IB check.
-
-The plan's env may hold secrets (HF_TOKEN, VLLM_API_KEY): it never goes on a command line,
-where `ps` on the node, and the ssh argv on the controller, would show it. It is a field of
-the create request's body, sent over the forwarded socket: no file on the node, no value in
-any argv, and a value may hold any character (there is no env file whose lines it could
-break).
-
-`engine.docker_args` is written as docker CLI options (the plan's operators know them); the
-options real plans use are translated into typed arguments by infergate.plan.docker_args, and any
-other is refused by name, when the plan is read, rather than passed on unread.
+The probe differs from the launch only in its command, name and labels, so that it proves
+what the launch will run. The plan's env, secrets and all, travels in the create request's
+body, never on a command line (docs/internals.md#engine-container).
 """
 
 from __future__ import annotations
@@ -43,12 +31,8 @@ class ContainerSpec:
 
     def create_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `client.containers.create(image, command, **kwargs)`: host
-        network and IPC, the GPUs, the HCAs with unlimited locked memory (RDMA verbs need
-        both), each mount read-only at its own path, the env; engine.docker_args merged last
-        (the plan has the final word). Create, then start: never `containers.run`, which
-        pulls an image it does not find. A preflight that pulls a missing `image.ref` may
-        fetch someone else's image of that name and run it with host networking and the
-        plan's env; a missing image is the image check's finding instead."""
+        network and IPC, the GPUs, the HCAs with unlimited locked memory, read-only mounts, the
+        env, engine.docker_args last; never `containers.run` (docs/internals.md#no-pull)."""
         kwargs: dict[str, Any] = {"network_mode": "host", "ipc_mode": "host"}
         if self.gpus:
             kwargs["device_requests"] = [gpu_request("all")]
@@ -61,20 +45,18 @@ class ContainerSpec:
 
 
 def clears_entrypoint(entrypoint: Sequence[str] | None) -> bool:
-    """Whether the container clears the image's ENTRYPOINT (its `Config.Entrypoint`, as the
-    API's image inspection gives it): NGC's (it sets up CUDA compatibility and prints its
-    banner) is kept, and so is none; any other is cleared (vLLM's own image starts a server
-    with whatever follows it)."""
+    """Whether the container clears the image's ENTRYPOINT (`Config.Entrypoint`): NGC's, which
+    sets up CUDA compatibility, is kept, and so is none; any other is cleared (vLLM's own image
+    starts a server with whatever follows it)."""
     return bool(entrypoint) and not any("nvidia_entrypoint" in word for word in entrypoint or ())
 
 
 def engine_container(
     inventory: Inventory, node: Node, engine_env: Mapping[str, str]
 ) -> ContainerSpec:
-    """NODE's engine container: host network and IPC (the ranks talk over the fabric and
-    shared memory), its GPUs and the plan's HCAs, the model read-only at its planned path,
-    the engine's own ENGINE_ENV under the plan's env for this node, engine.docker_args; the
-    plan's image ID where it has one."""
+    """NODE's engine container: host network and IPC, its GPUs and HCAs, the model read-only
+    at its path, ENGINE_ENV under the plan's env for this node, engine.docker_args; the plan's
+    image ID where it has one."""
     env = {**engine_env, **inventory.node_env(node)}
     return ContainerSpec(
         image=inventory.image.id or inventory.image.ref,

@@ -40,9 +40,8 @@ class Engine(ABC):
 
     kind: ClassVar[EngineKind]
     package: ClassVar[str]  # the Python package the image imports: vllm, sglang
-    # the other engine's flags, which this one's parser rejects, and that engine's name: only
-    # to name a rejected flag's owner (the parser in the image validates); each entry as
-    # recorded in the lab (selftest/data/parsers/)
+    # the other engine's flags and its name, only to name a rejected flag's owner (the image's
+    # own parser judges); each as recorded in the lab (selftest/data/parsers/)
     foreign_flags: ClassVar[frozenset[str]]
     foreign_owner: ClassVar[str]
     host_ip_var: ClassVar[str]  # the address each rank advertises, pinned to the fabric

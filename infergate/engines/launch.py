@@ -19,9 +19,8 @@ from infergate.waiting import Deadline
 
 @dataclass(frozen=True)
 class Start:
-    """Create and start one container on a node through its Docker Engine API, typed (no
-    shell, no quoting), with the run's labels; its env, secrets and all, travels in the API
-    request (spec.env), never on a command line."""
+    """Create and start one container on a node through its Docker Engine API, with the run's
+    labels; its env, secrets and all, travels in the API request, never on a command line."""
 
     node: str
     container: str  # its name
@@ -69,13 +68,13 @@ class Milestone:
     """A line every one of `nodes` logs when it reaches this point of the launch."""
 
     name: str
-    pattern: str  # a regular expression searched in each log line
+    pattern: str
     nodes: tuple[str, ...]
     deadline: Deadline
     remedy: str = SLOW_REMEDY  # when a node is not past it by the deadline
-    # the line a rank logs on entering this step, and the remedy when every node short of
-    # it logged that line: they got that far, which rules out what lies before
-    began: tuple[str, str] | None = None  # (pattern, remedy)
+    # (pattern, remedy): the line a rank logs on entering this step, and the remedy when every
+    # node short of it logged that line (they got that far, which rules out what lies before)
+    began: tuple[str, str] | None = None
 
     def reached_by(self, line: str) -> bool:
         return re.search(self.pattern, line) is not None
@@ -145,8 +144,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class Deadlines:
-    """The inventory's launch deadlines (starting points, not measurements: distributed
-    init 120 s, weights 900 s, ready 1200 s for 119 GB; docs/notes.md#launch-deadlines)."""
+    """The inventory's launch deadlines (starting points, not measurements:
+    docs/notes.md#launch-deadlines)."""
 
     dist_init: Deadline
     weights: Deadline
@@ -156,8 +155,7 @@ class Deadlines:
 
 def deadlines(inventory: Inventory) -> Deadlines:
     t = inventory.thresholds
-    keys = ("dist_init_timeout_s", "weights_timeout_s", "ready_timeout_s",
-            "cluster_join_timeout_s")  # fmt: skip
+    keys = ("dist_init_timeout_s", "weights_timeout_s", "ready_timeout_s", "cluster_join_timeout_s")
     return Deadlines(*(Deadline(getattr(t, k), f"thresholds.{k}") for k in keys))
 
 

@@ -14,10 +14,20 @@ class Vllm(Engine, ABC):
     """vLLM's own facts, the same whichever backend launches its ranks."""
 
     package = "vllm"
-    foreign_flags = frozenset({  # SGLang's
-        "--mem-fraction-static", "--tp-size", "--tp", "--dist-init-addr", "--model-path",
-        "--context-length", "--chunked-prefill-size", "--nccl-port", "--dist-timeout",
-    })  # fmt: skip
+    # SGLang's flags
+    foreign_flags = frozenset(
+        {
+            "--mem-fraction-static",
+            "--tp-size",
+            "--tp",
+            "--dist-init-addr",
+            "--model-path",
+            "--context-length",
+            "--chunked-prefill-size",
+            "--nccl-port",
+            "--dist-timeout",
+        }
+    )
     foreign_owner = "SGLang"
     host_ip_var = "VLLM_HOST_IP"
     memory_flag = "--gpu-memory-utilization"

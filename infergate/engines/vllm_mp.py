@@ -27,14 +27,13 @@ def serve_command(inventory: Inventory, node: Node, rank: int) -> list[str]:
     """`vllm serve` for one node: the same parallel layout on every node, the API on
     the head only (planned_ports)."""
     e = inventory.engine
-    command = ["vllm", "serve", inventory.model.path,
-               "--served-model-name", inventory.model.served_name,
-               "--tensor-parallel-size", str(e.tensor_parallel),
-               "--pipeline-parallel-size", str(e.pipeline_parallel),
-               "--distributed-executor-backend", "mp",
-               "--nnodes", str(len(inventory.nodes)), "--node-rank", str(rank),
-               "--master-addr", str(e.dist_init_addr),
-               "--master-port", str(e.dist_init_port)]  # fmt: skip
+    model = [inventory.model.path, "--served-model-name", inventory.model.served_name]
+    tp = ["--tensor-parallel-size", str(e.tensor_parallel)]
+    pp = ["--pipeline-parallel-size", str(e.pipeline_parallel)]
+    nodes = ["--nnodes", str(len(inventory.nodes)), "--node-rank", str(rank)]
+    master = ["--master-addr", str(e.dist_init_addr), "--master-port", str(e.dist_init_port)]
+    backend = ["--distributed-executor-backend", "mp"]
+    command = ["vllm", "serve", *model, *tp, *pp, *backend, *nodes, *master]
     command += ["--port", str(e.api_port)] if is_head(inventory, node) else ["--headless"]
     return [*command, *e.flags]
 
@@ -54,20 +53,34 @@ class VllmMp(Vllm):
     def plan_launch(self, inventory: Inventory, run_id: str) -> Launch:
         inventory = key_in_env(inventory)  # VLLM_API_KEY, not `--api-key` in every `ps`
         nodes = ordered(inventory)
-        starts = [self.start(inventory, n, run_id, serve_command(inventory, n, rank))
-                  for rank, n in enumerate(nodes)]  # fmt: skip
+        starts = [
+            self.start(inventory, n, run_id, serve_command(inventory, n, rank))
+            for rank, n in enumerate(nodes)
+        ]
         d = deadlines(inventory)
         every, head = names(nodes), (inventory.head.name,)
         steps: list[Step] = [
             *starts,
             # each rank's worker logs its place once torch.distributed is up
-            Milestone("distributed init", r"rank \d+ in world size \d+ is assigned as", every,
-                      d.dist_init, DIST_INIT_REMEDY),
-            Milestone("weights loaded", r"Loading weights took|Model loading took", every,
-                      d.weights, WEIGHTS_REMEDY),
+            Milestone(
+                "distributed init",
+                r"rank \d+ in world size \d+ is assigned as",
+                every,
+                d.dist_init,
+                DIST_INIT_REMEDY,
+            ),
+            Milestone(
+                "weights loaded",
+                r"Loading weights took|Model loading took",
+                every,
+                d.weights,
+                WEIGHTS_REMEDY,
+            ),
             Milestone("server ready", r"Application startup complete", head, d.ready),
             HttpReady("API ready", ("/health", "/v1/models"), d.ready),
-        ]  # fmt: skip
+        ]
         containers = {s.node: s.container for s in starts}
-        return Launch(self.kind, run_id, endpoint(inventory), inventory.model.served_name,
-                      containers, tuple(steps), signatures_for(self.kind))  # fmt: skip
+        served, fatal = inventory.model.served_name, signatures_for(self.kind)
+        return Launch(
+            self.kind, run_id, endpoint(inventory), served, containers, tuple(steps), fatal
+        )

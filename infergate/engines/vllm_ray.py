@@ -1,8 +1,6 @@
-"""vLLM over Ray, the way the Spark playbook runs it (nvidia/vllm/README.md "Run on two
-Sparks" of github.com/NVIDIA/dgx-spark-playbooks, with vLLM's
-examples/online_serving/run_cluster.sh): a `ray start --head` container on the head, a
-`ray start --address` container on every other node, `ray status` listing every node and GPU,
-then `vllm serve` with the Ray backend inside the head's container."""
+"""vLLM over Ray, as the Spark playbook runs it (NVIDIA/dgx-spark-playbooks nvidia/vllm,
+vLLM's run_cluster.sh): a `ray start` container on every node, every node and GPU in
+`ray status`, then `vllm serve` with the Ray backend in the head's container."""
 
 from __future__ import annotations
 
@@ -37,10 +35,9 @@ GCS = Bound("Ray GCS", plan_key("engine.dist_init_port"))
 
 
 def ray_start(inventory: Inventory, node: Node) -> list[str]:
-    """`ray start --block` for one node, advertising its fabric IP: Ray's own pick of an
-    address is the "No available node types" failure (vllm #7815). The plan's
-    dist_init_port is Ray's GCS port (run_cluster.sh uses 6379, planned_ports names it): the
-    preflight proves it free on the head and reachable from every node."""
+    """`ray start --block` for one node, advertising its fabric IP (Ray's own pick fails with
+    "No available node types", vllm #7815); the plan's dist_init_port is Ray's GCS port, which
+    the preflight proves free on the head and reachable from every node."""
     head_ip, own_ip = str(inventory.engine.dist_init_addr), str(node.fabric.address.ip)
     port = str(inventory.engine.dist_init_port)
     if is_head(inventory, node):
@@ -54,20 +51,18 @@ def ray_start(inventory: Inventory, node: Node) -> list[str]:
 def serve_command(inventory: Inventory) -> list[str]:
     """`vllm serve` on the head; Ray places the ranks on the nodes."""
     e = inventory.engine
-    return ["vllm", "serve", inventory.model.path,
-            "--served-model-name", inventory.model.served_name,
-            "--tensor-parallel-size", str(e.tensor_parallel),
-            "--pipeline-parallel-size", str(e.pipeline_parallel),
-            "--distributed-executor-backend", "ray",
-            "--port", str(e.api_port), *e.flags]  # fmt: skip
+    model = [inventory.model.path, "--served-model-name", inventory.model.served_name]
+    tp = ["--tensor-parallel-size", str(e.tensor_parallel)]
+    pp = ["--pipeline-parallel-size", str(e.pipeline_parallel)]
+    backend = ["--distributed-executor-backend", "ray"]
+    return ["vllm", "serve", *model, *tp, *pp, *backend, "--port", str(e.api_port), *e.flags]
 
 
 class VllmRay(Vllm):
     kind = "vllm-ray"
     probe = ImageProbe(("vllm", "ray"), "vllm", "vllm_parser", "")
-    # Ray's memory monitor kills workers once host memory is nearly full, and on GB10's
-    # unified memory the weights and the KV cache are host memory: the Spark playbook's
-    # run_cluster.sh sets it on both nodes (NVIDIA/dgx-spark-playbooks nvidia/vllm/README.md)
+    # on GB10's unified memory the weights are host memory, which Ray's memory monitor would
+    # kill workers over; the Spark playbook's run_cluster.sh turns it off too
     container_env = MappingProxyType({"RAY_memory_monitor_refresh_ms": "0"})
     listen_spans = (RAY_WORKER_PORTS,)  # every node's workers
 
@@ -83,26 +78,38 @@ class VllmRay(Vllm):
     def plan_launch(self, inventory: Inventory, run_id: str) -> Launch:
         inventory = key_in_env(inventory)  # VLLM_API_KEY, not `--api-key` in every `ps`
         head = self.start(inventory, inventory.head, run_id, ray_start(inventory, inventory.head))
-        joins = [self.start(inventory, n, run_id, ray_start(inventory, n))
-                 for n in workers(inventory)]  # fmt: skip
+        joins = [
+            self.start(inventory, n, run_id, ray_start(inventory, n)) for n in workers(inventory)
+        ]
         d = deadlines(inventory)
         steps: list[Step] = [
             head,
             Milestone("ray head up", r"Ray runtime started", (head.node,), d.cluster_join),
             # workers only after the head is up: started together they race (ray #59778)
             *joins,
-            # every node and GPU in `ray status`, not just a head that answers: eugr's
-            # wait_for_cluster checks only the latter (github.com/eugr/spark-vllm-docker)
-            ClusterJoined("every node in ray status", head.node,
-                          ("ray", "status"), len(inventory.nodes),
-                          sum(n.gpus for n in inventory.nodes), d.cluster_join),
+            # every node and GPU, not just a head that answers (docs/internals.md#ray-launch)
+            ClusterJoined(
+                "every node in ray status",
+                head.node,
+                ("ray", "status"),
+                len(inventory.nodes),
+                sum(n.gpus for n in inventory.nodes),
+                d.cluster_join,
+            ),
             Exec(head.node, head.container, tuple(serve_command(inventory))),
             # Ray forwards the workers' output to the driver: the head's log has every rank's
-            Milestone("weights loaded", r"Loading weights took|Model loading took",
-                      (head.node,), d.weights, WEIGHTS_REMEDY),
+            Milestone(
+                "weights loaded",
+                r"Loading weights took|Model loading took",
+                (head.node,),
+                d.weights,
+                WEIGHTS_REMEDY,
+            ),
             Milestone("server ready", r"Application startup complete", (head.node,), d.ready),
             HttpReady("API ready", ("/health", "/v1/models"), d.ready),
-        ]  # fmt: skip
+        ]
         containers = {s.node: s.container for s in (head, *joins)}
-        return Launch(self.kind, run_id, endpoint(inventory), inventory.model.served_name,
-                      containers, tuple(steps), signatures_for(self.kind))  # fmt: skip
+        served, fatal = inventory.model.served_name, signatures_for(self.kind)
+        return Launch(
+            self.kind, run_id, endpoint(inventory), served, containers, tuple(steps), fatal
+        )

@@ -1,18 +1,6 @@
-"""A plan skeleton from the Ansible inventory a cluster already has.
-
-The nodes, their addresses and how SSH reaches them are in the inventory (`ansible_host`,
-`ansible_user`, `ansible_port`, `ansible_ssh_private_key_file`, a ProxyJump in
-`ansible_ssh_common_args`); the rest of a plan is not, and is written `TODO` with a
-`# TODO: fill` comment that says what goes there. Which keys those are comes from the plan's
-schema (its required keys), so the skeleton follows the parser as the schema does.
-
-Both of Ansible's inventory formats are read, with PyYAML and by hand, as
-https://docs.ansible.com/ansible/latest/inventory_guide/intro_inventory.html writes them:
-YAML (`all: {hosts: ..., children: ..., vars: ...}`) and INI (`[group]`, `[group:vars]`,
-`[group:children]`, `host key=value` lines, ranges like `node[01:04]`), with `host_vars/` and
-`group_vars/` beside the inventory. Ansible's own order of precedence holds: `all`'s vars,
-then each group's (a child's over its parent's), then the host's own; a file in
-`group_vars/`/`host_vars/` over the same level inline.
+"""A plan skeleton from the Ansible inventory a cluster already has: the nodes and how SSH
+reaches them, every other key the plan's schema requires written `TODO`. Both inventory
+formats are read as Ansible reads them (docs/internals.md#ansible-import).
 """
 
 from __future__ import annotations
@@ -296,7 +284,7 @@ def _proxy_jump(args: str) -> str | None:
         words = shlex.split(args)
     except ValueError:
         return TODO
-    pairs = list(zip(words, [*words[1:], ""], strict=False))  # each word and the one after
+    pairs = list(zip(words, [*words[1:], ""], strict=False))
     options = [after if word == "-o" else word[2:] for word, after in pairs if word[:2] == "-o"]
     hops = [after for word, after in pairs if word == "-J"] + [
         found[1] for o in options if (found := _PROXY_JUMP.fullmatch(o.strip()))

@@ -1,13 +1,7 @@
 """The API key the suite sends with every HTTP call, resolved in one place, and the judge of
-an endpoint that refuses the suite.
-
-An engine started with `--api-key K` (vLLM, SGLang) or `VLLM_API_KEY=K` answers 401 to every
-/v1 call without `Authorization: Bearer K`. The key comes from, first found wins: the
-`--api-key` option, INFERGATE_API_KEY, OPENAI_API_KEY (as the official client reads it), the
-plan's own engine key. Pure: the option, the environment and the plan are handed in.
-
-A key is a secret: `ApiKey` never shows its value (repr, str), and `redact` takes it out of
-whatever text the suite keeps or prints (engine logs, `docker inspect`, process lists).
+an endpoint that refuses the suite. First found wins: the `--api-key` option,
+INFERGATE_API_KEY, OPENAI_API_KEY, the plan's own key, all handed in. `ApiKey` never shows
+its value.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """engine.docker_args, the docker CLI options a plan adds to the engine's containers, read as
-the typed arguments of the Engine API's `containers.create`. The plan's parser reads them
-with this (an option the API cannot be given is a usage error naming the key, before any
-node is touched), and the container spec merges them over its own.
+typed arguments of the Engine API's `containers.create`: an option the API cannot be given
+is a usage error naming the key, before any node is touched.
 
 Option names and value forms as the docker CLI documents them:
 https://docs.docker.com/reference/cli/docker/container/run/
@@ -88,10 +87,9 @@ ALIASES = {"-e": "--env", "-v": "--volume", "-u": "--user", "-m": "--memory", "-
 
 
 def parse_docker_args(args: Sequence[str]) -> dict[str, Any]:
-    """engine.docker_args, docker CLI options (`--opt value` or `--opt=value`), as typed
-    keyword arguments of `containers.create`. DockerArgsError names an option it does not
-    know (passing it on unread would launch a container the plan did not ask for) or a
-    value it cannot read."""
+    """engine.docker_args (`--opt value` or `--opt=value`) as typed keyword arguments of
+    `containers.create`; DockerArgsError names an option it does not know (passed on unread,
+    it would launch a container the plan did not ask for) or a value it cannot read."""
     found: dict[str, Any] = {}
     words = list(args)
     while words:

@@ -74,10 +74,9 @@ class Node:
         return key in self.overrides
 
     def key_of(self, key: str) -> str:
-        """The plan key that holds this node's KEY (`fabric.interface`, `env.NCCL_DEBUG`):
-        the node's own (`nodes[1].fabric.interface`) where the node sets it or no plan-wide
-        key stands in for it, else that plan-wide key (`fabric.interface`). A message names
-        this key, so the operator edits the line that holds the value, not its default."""
+        """The plan key that holds this node's KEY (`fabric.interface`, `env.NCCL_DEBUG`): the
+        node's own where it sets it or no plan-wide key stands in, else the plan-wide one, so
+        that a message names the line that holds the value, not its default."""
         wide = _plan_wide(key)
         return plan_key(f"{self.path}.{key}" if wide is None or self.sets(key) else wide)
 
@@ -97,10 +96,9 @@ class Node:
         return f"{self.ssh.user}@{address}:{self.ssh.port}"
 
     def ssh_argv(self, *remote: str) -> list[str]:
-        """The ssh command that reaches this node from the controller as the plan says (user,
-        port, key, known_hosts, jump hosts), running REMOTE there: for remedies an operator
-        pastes, so shlex.join it. REMOTE is quoted once more for the node's shell; a local
-        node runs it as it is."""
+        """The ssh command that reaches this node as the plan says and runs REMOTE there (quoted
+        once more for the node's shell; a local node runs it as it is): for remedies an
+        operator pastes, so shlex.join it."""
         if self.ssh.connection == "local":
             return list(remote)
         s = self.ssh
@@ -368,15 +366,13 @@ _RATIO = v.number_in(0, 1, " (a ratio)", above=True)
 
 def parse_inventory(data: object) -> Inventory:
     """Build the typed inventory from loaded YAML; raise InventoryError naming the key path.
-
-    Each section is checked on its own first, then the rules that tie sections together
-    (addresses in the subnet, the head, the world size) run on the whole plan.
-    """
+    Each section is checked on its own first, then the rules that tie sections together."""
     if isinstance(data, dict) and "all" in data and "nodes" not in data:
         raise InventoryError(
-            "all", "this is an Ansible inventory, not a plan: `infergate plan from-ansible "
-            "PATH` writes a plan from it"
-        )  # fmt: skip
+            "all",
+            "this is an Ansible inventory, not a plan: `infergate plan from-ansible "
+            "PATH` writes a plan from it",
+        )
     top = v.Section(data, v.ROOT, keys(Inventory))
     fabric = top.need("fabric", _fabric)
     inventory = Inventory(
@@ -627,9 +623,9 @@ def _slo(data: object, path: str) -> Slo:
     )
     if slo.min_goodput_fraction is not None and not slo.terms:
         raise InventoryError(
-            s.at("min_goodput_fraction"), "gates goodput, which needs an objective: set "
-            "ttft_ms, tpot_ms or e2e_ms beside it"
-        )  # fmt: skip
+            s.at("min_goodput_fraction"),
+            "gates goodput, which needs an objective: set ttft_ms, tpot_ms or e2e_ms beside it",
+        )
     return slo
 
 

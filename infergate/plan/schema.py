@@ -1,13 +1,9 @@
-"""The plan's JSON Schema and its key reference, both read off the parser itself.
+"""The plan's JSON Schema and its key reference (docs/plan-keys.md), both read off the parser.
 
-The model's fields are the one list of keys (inventory.keys), which the parser's sections
-accept: plan_schema parses a probe plan that opens every section while _validate.READS is
-set, and so learns each section's keys, which are required, and the reader of each; a
-reader's bounds, choices and pattern are in _validate.SCHEMAS, its type in its return
-annotation, a key's description in the comment beside its field in inventory.py, and its
-default in what the parser made of the probe where the key was left out. A field added to
-the model and read by the parser is in the schema and in docs/plan-keys.md the next time
-they are generated.
+plan_schema parses a probe plan while values.READS is set, and so learns each section's keys
+and their readers: a reader's bounds are in values.SCHEMAS, its type in its annotation, and a
+key's description is the comment beside its field in plan/model.py. A field the parser reads
+is in both the next time they are generated.
 """
 
 from __future__ import annotations
@@ -47,7 +43,7 @@ _PROBE: dict[str, object] = {
     "inference": {"probes": [{"prompt": "p", "expect": "e"}], "slo": {}},
 }
 
-_FIELD = re.compile(r"    (\w+): ")  # a field of a dataclass, as inventory.py writes one
+_FIELD = re.compile(r"    (\w+): ")  # a field of a dataclass, as model.py writes one
 _TYPES: dict[object, dict[str, object]] = {
     str: {"type": "string"},
     bool: {"type": "boolean"},

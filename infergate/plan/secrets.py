@@ -1,16 +1,5 @@
-"""The plan's secrets, gathered in one place, and taken out of every text the suite keeps or
-prints.
-
-A value is a secret when the name of its environment variable says so (a word TOKEN, SECRET
-or PASS..., or a word ending in KEY or TOKEN: HF_TOKEN, VLLM_API_KEY, AWS_SECRET_ACCESS_KEY,
-DB_PASSWORD; not TOKENIZERS_PARALLELISM), when the plan marks the name
-(`engine.secret_env: [NAME, ...]`), or when it is an API key (the engine's `--api-key` flag,
-the `--api-key` option, INFERGATE_API_KEY or OPENAI_API_KEY). Values shorter than
-MIN_LENGTH are no secret worth the name, and replacing "1" in every text would garble it.
-
-What the suite writes about a run (the reports directory: deploy.log, evidence, results)
-is this user's alone: directories 0700, files 0600, whatever the umask.
-
+"""The plan's secrets (docs/internals.md#secrets), gathered in one place and taken out of
+every text the suite keeps or prints; what the suite writes about a run is this user's alone.
 Pure but for those two writers: the plan, the option and the environment are handed in.
 """
 

@@ -1,8 +1,7 @@
-"""Readers for single inventory values: each checks one loaded-YAML value and returns it typed.
+"""Readers of single plan values: each checks one loaded-YAML value and returns it typed.
 
-They know nothing of the inventory's shape (inventory.py does); they only know how to say
-what is wrong with a value at a key path, so that every mistake in the YAML surfaces as one
-InventoryError and never as a TypeError from deep inside the program.
+They know nothing of the plan's shape (plan/model.py does): every mistake in the YAML
+surfaces as one InventoryError naming its key path, never as a TypeError from deep inside.
 """
 
 from __future__ import annotations

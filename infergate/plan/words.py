@@ -1,8 +1,7 @@
 """Readers for the plan values that land in a command line or an ssh_config.
 
 Each accepts only its own grammar, so that a value can never become an option (`-` first),
-a second config line (a newline) or a second command: an image ref of `--privileged` became
-`docker run --privileged`, a newline in nodes[].ssh.key added a ProxyCommand that ran as root.
+a second config line (a newline) or a second command (docs/internals.md#value-grammars).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The planned image, run once on every node at the same time: its facts (versions, model
-registry, model config, flag verdicts, chat template, CUDA init), then the rendezvous
-all-reduce across the nodes with the plan's own environment. Each probe container is removed
-once it ended or its deadline passed, also after a failure or Ctrl-C; nothing else is
-touched. The engine's facts are cached on each node (checks/inimage.py) for the next run.
+"""The planned image, run once on every node at the same time: the engine's facts (cached on
+each node for the next run), then the rendezvous all-reduce with the plan's own environment.
+Each probe container is removed once it ended or its deadline passed, also after a failure or
+Ctrl-C; nothing else is touched.
 """
 
 from __future__ import annotations
@@ -141,9 +140,8 @@ def _probe_every_node(
     label: str,
 ) -> dict[str, Outcome[InImage]]:
     """Run the probe container on every node at once, except where the host probe shows it
-    cannot start (no Docker engine, the image missing). Each container is removed once it
-    has ended or its deadline passed, also after a failure or Ctrl-C, and nothing else is
-    touched. A fresh read of the engine's facts is cached on its node for the next run."""
+    cannot start (no Docker engine, the image missing); a fresh read of the engine's facts is
+    cached on its node for the next run."""
     inventory, blocked = _host_facts(probes, inventory)
     ranks = {n.name: rank for rank, n in enumerate(ordered(inventory))}
 
@@ -203,8 +201,10 @@ def _run(
 ) -> Exited:
     """The probe container run to its end (or its deadline), then removed; the engine's
     refusal (a mount, a runtime, a device it cannot give) as `docker run` would say it."""
-    deadline = Deadline(inventory.thresholds.rendezvous_timeout_s + IMPORT_ALLOWANCE_S,
-                        "thresholds.rendezvous_timeout_s")  # fmt: skip
+    deadline = Deadline(
+        inventory.thresholds.rendezvous_timeout_s + IMPORT_ALLOWANCE_S,
+        "thresholds.rendezvous_timeout_s",
+    )
     try:
         return run_to_exit(client, spec, command, deadline, name, {PROBE_LABEL: label})
     except API_ERRORS as e:

@@ -1,8 +1,6 @@
 """One remote read per node, made once for all nodes together: the first caller reads every
-node at once (one burst of SSH round trips, so sixteen nodes cost about what two do), and
-every later caller gets the same outcomes, failures included.
-
-Given a ONCE (the run's "once per run": under xdist, the first worker reads and the others
+node at once (sixteen nodes cost about what two do), and every later caller gets the same
+outcomes, failures included. Given a ONCE (under xdist, the first worker reads and the others
 load what it kept), the read is made once per run rather than once per process.
 """
 

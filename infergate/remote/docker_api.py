@@ -1,18 +1,7 @@
-"""Each node's Docker Engine API (docker-py's `DockerClient`), over the SSH master the suite
-already holds.
-
-The node's engine socket is forwarded through that node's ControlMaster (`ssh -O forward -L
-LOCAL.sock:REMOTE.sock`, the remote path read from the node's own DOCKER_HOST), and the
-client talks to the local end. docker-py's own `ssh://` transport is not used: both its forms
-run `docker system dial-stdio` on the node (a docker CLI there, one process per connection),
-and its paramiko form reads only ~/.ssh/config, never the suite's ssh_config (the plan's
-known_hosts and strict host keys, its ProxyJump, the master's ControlPath). The forward rides
-the one authenticated, host-key-checked connection every other command of the run uses, and
-asks nothing of the node beyond sshd's stream forwarding (AllowStreamLocalForwarding, on by
-default: https://man.openbsd.org/sshd_config#AllowStreamLocalForwarding).
-
-What travels over it: typed create arguments (docker_cli.ContainerSpec.create_kwargs), the
-plan's env among them in the request body, never on a command line and never logged.
+"""Each node's Docker Engine API (docker-py's `DockerClient`) over the SSH master the suite
+already holds: the engine's socket is forwarded through it (`ssh -O forward`), and the client
+talks to the local end (docs/internals.md#docker-over-ssh). The plan's env travels in the
+create request's body, never on a command line and never logged.
 """
 
 from __future__ import annotations
@@ -99,11 +88,9 @@ def node_engine(
 
 
 def local_engine(docker_host: str, timeout_s: float = API_TIMEOUT.seconds) -> docker.DockerClient:
-    """A client of the engine at DOCKER_HOST (`unix:///...`, `tcp://host:port`), e.g. a lab
-    node's own socket; TIMEOUT_S bounds each call's wait for the engine's answer. Its first
-    call asks the engine's API version and speaks that, so an older engine (Docker 20.10
-    speaks 1.41) is not sent a newer request; an engine that does not answer raises
-    DockerException here."""
+    """A client of the engine at DOCKER_HOST (`unix:///...`, `tcp://host:port`); TIMEOUT_S bounds
+    each call's wait. It speaks the engine's own API version (Docker 20.10 speaks 1.41); an
+    engine that does not answer raises DockerException here."""
     # whole seconds, as the stubs type it (requests takes any number)
     return docker.DockerClient(base_url=docker_host, version="auto", timeout=max(1, int(timeout_s)))
 
@@ -115,10 +102,9 @@ def create_container(
     name: str | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> Container:
-    """SPEC's container running COMMAND, created and not started. The image's entrypoint, as
-    its inspection gives it, is kept if it is NGC's or none and cleared otherwise
-    (docker_cli.clears_entrypoint), unless engine.docker_args names one. Never pulls: an
-    image the node lacks raises docker.errors.ImageNotFound."""
+    """SPEC's container running COMMAND, created and not started; the image's entrypoint kept or
+    cleared (clears_entrypoint) unless engine.docker_args names one. Never pulls: an image the
+    node lacks raises docker.errors.ImageNotFound."""
     kwargs = spec.create_kwargs()
     if "entrypoint" not in kwargs:
         config = client.images.get(spec.image).attrs.get("Config") or {}

@@ -1,7 +1,6 @@
-"""Each node's Docker Engine API client (remote.docker_api), over the SSH master its Remote
-uses, opened when first asked for and closed with the ExitStack it was handed (its forward
-cancelled, its local socket removed). An engine that cannot be reached is asked once: every
-later call fails at once with the same words, as an unreachable node's commands do.
+"""Each node's Docker Engine API client, opened on first use over the SSH master its Remote
+uses and closed with the ExitStack it was handed. An engine that cannot be reached is asked
+once: every later call fails at once with the same words, as an unreachable node's do.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Every HTTP call the suite makes goes through a `requests.Session` made here, one per
 endpoint and key: the deploy readiness gate, the conformance calls and the load client.
 
-Proxies: none. The suite talks to the cluster's own engine endpoint and times it, so the
-environment's proxy variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY), ~/.netrc and
-REQUESTS_CA_BUNDLE are not read (`trust_env = False`): a proxy in the middle would answer
-for the engine and add its own latency to every TTFT.
-
-TLS: an https endpoint is always verified, against certifi's CA bundle (requests' default)
-or, when the caller names one (--ca-bundle), against that bundle alone.
-
-Timeouts: every call has a (connect, read) pair from `timeouts`; a stream's whole-call
-deadline is enforced on the socket before each read (`read_some`).
-
-The key rides in the session's Authorization header. requests' and urllib3's exceptions
-name the URL, never a header; `reason` gives the socket's own error, which names neither.
+No proxy and nothing else from the environment (`trust_env = False`), https always verified,
+every call under a (connect, read) timeout, and the key in the Authorization header alone,
+which no exception names (docs/internals.md#http-sessions).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""SSH to a node: every command under a deadline on the node (`timeout`) and a local one
-that ends ssh itself, and a node that is unreachable or hung named once: its later commands
-fail at once with the same words. `open_remotes` writes the run's ssh_config (one
-multiplexed master per node, host keys verified) and yields a Remote per node.
+"""SSH to a node: every command under a deadline on the node and a local one that ends ssh,
+and a node unreachable or hung once fails its later commands at once with the same words.
+`open_remotes` yields a Remote per node through the run's ssh_config (a master per node).
 """
 
 from __future__ import annotations
@@ -55,13 +54,9 @@ class NodeTimedOut(NodeUnreachable, CommandTimedOut):
 
 
 class Remote:
-    """A node's commands, each with a deadline on the node and a local one that ends ssh.
-
-    `timeout` on the node ends the command; the local deadline ends ssh itself when a process
-    the node cannot kill (state D on a hung NFS mount) keeps the session open. A node that is
-    unreachable or hung once fails every later call at once with the same message, so a run
-    pays for it once.
-    """
+    """A node's commands, each with a deadline on the node (`timeout`) and a local one that
+    ends ssh should the node keep the session open. A node unreachable or hung once fails every
+    later call at once with the same message (docs/internals.md#ssh-deadlines)."""
 
     def __init__(
         self, node: Node, config: Path | None, timeout_s: float, connect_timeout_s: float = 0
@@ -208,8 +203,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=REAP_AFTER_KILL_S)
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):  # a holder outside the group keeps
-        if pipe:  # its end open: the output is abandoned, not waited for
+    # a holder outside the group keeps its end open: the output is abandoned, not waited for
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe:
             pipe.close()
 
 

@@ -1,14 +1,8 @@
 """Why the controller's ssh could not reach a node, read from ssh's own stderr.
 
-The texts are OpenSSH's (openssh-portable): sshconnect.c's `ssh: connect to host %s port %s:
-%s` (strerror: Connection refused, Connection timed out, No route to host, Network is
-unreachable; BSD says Operation timed out), its host-key warnings (`WARNING: REMOTE HOST
-IDENTIFICATION HAS CHANGED!`, `No %s host key is known for %s and you have requested strict
-checking.`, `Host key verification failed.`), kex.c's `Connection timed out during banner
-exchange` and `kex_exchange_identification: ...`, ssh.c's `ssh: Could not resolve hostname
-%s: %s`, sshconnect2.c's `%s@%s: Permission denied (%s).`, authfile.c's `WARNING: UNPROTECTED
-PRIVATE KEY FILE!`, and sshd's `Too many authentication failures` disconnect. The recorded
-forms are in selftest/data/controller/ssh-*.txt (scripts/record_ssh_failures.py).
+The texts are OpenSSH's (openssh-portable), each listed with its source file in
+docs/internals.md#ssh-failures; the recorded forms are in selftest/data/controller/ssh-*.txt
+(scripts/record_ssh_failures.py).
 """
 
 from __future__ import annotations
