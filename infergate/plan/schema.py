@@ -162,7 +162,7 @@ def _from_annotation(reader: v.Reader[object], path: str) -> dict[str, Any]:
     else:
         raise TypeError(
             f"{path}: no schema for its reader {reader.__qualname__} (returns {returns}); "
-            "a section missing from plan_schema._PROBE, or a reader to describe in _validate"
+            "a section missing from plan.schema._PROBE, or a reader to describe in plan.values"
         )
     doc = _first_sentence(inspect.getdoc(reader) or "")
     return {**({"description": doc} if doc else {}), **schema}
