@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from infergate.plan.apikey import HIDDEN
-from selftest.suite import ROOT, run_suite
-from selftest.test_deploy_lab import (
+from selftest.lab.test_deploy_lab import (
     deploy,
     detected_after,
     launch_failure,
@@ -22,6 +21,7 @@ from selftest.test_deploy_lab import (
     run_containers,
     suite_args,
 )  # fmt: skip
+from selftest.suite import ROOT, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 

@@ -22,7 +22,7 @@ from infergate.engines.registry import plan_launch
 from infergate.remote.docker_api import local_engine
 from infergate_lab import Lab
 from infergate_lab.engine import node_io
-from selftest.test_deploy_lab import TP2, detected_after, lab_engines, load, run_containers
+from selftest.lab.test_deploy_lab import TP2, detected_after, lab_engines, load, run_containers
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from selftest.lab.test_preflight_lab import NODES, on, with_plan
 from selftest.suite import SuiteRun, run_suite
-from selftest.test_preflight_lab import NODES, on, with_plan
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 

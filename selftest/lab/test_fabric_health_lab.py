@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from selftest.lab.test_preflight_lab import HOST_ONLY, RAILS
 from selftest.suite import run_suite
-from selftest.test_preflight_lab import HOST_ONLY, RAILS
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 

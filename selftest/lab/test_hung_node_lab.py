@@ -30,7 +30,7 @@ from selftest.suite import run_suite
 
 pytestmark = pytest.mark.lab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PID_FILE = "/tmp/infergate-selftest-hang.pid"  # on node2
 COMMAND_S, CONNECT_S = 2, 3
 # the child leaves `timeout`'s process group (setsid) and keeps the session's stdout

@@ -16,7 +16,7 @@ from infergate_lab import Lab, LabError, render_inventory
 
 pytestmark = pytest.mark.lab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NODES = ("node1", "node2")
 GIB = 2**30
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from selftest.lab.test_preflight_lab import HOST_ONLY, NODES, PARITY, on, with_plan
 from selftest.suite import run_suite
-from selftest.test_preflight_lab import HOST_ONLY, NODES, PARITY, on, with_plan
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from selftest.suite import run_suite
-from selftest.test_preflight_lab import (
+from selftest.lab.test_preflight_lab import (
     AFTER,
     DIST_INIT,
     HOST_ONLY,
@@ -17,6 +16,7 @@ from selftest.test_preflight_lab import (
     on,
     with_plan,
 )
+from selftest.suite import run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 

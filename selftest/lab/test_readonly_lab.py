@@ -20,7 +20,7 @@ from selftest.suite import run_suite
 
 pytestmark = pytest.mark.lab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
 SILENT = IPv4Address("10.252.0.99")  # on node1's fabric subnet, held by no node: no reply
 

@@ -9,7 +9,7 @@ from infergate.deploy.executor import Deployment, LaunchFailed
 from infergate.engines.registry import plan_launch
 from infergate_lab.docker import LAB_IMAGE
 from infergate_lab.engine import node_io
-from selftest.test_deploy_lab import TP2, lab_engines, load
+from selftest.lab.test_deploy_lab import TP2, lab_engines, load
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 

@@ -20,8 +20,8 @@ import pytest
 
 from infergate.plan.apikey import HIDDEN
 from infergate_lab import Lab
+from selftest.lab.test_deploy_lab import NODES, plan_file, run_containers, suite_args
 from selftest.suite import ROOT, run_suite
-from selftest.test_deploy_lab import NODES, plan_file, run_containers, suite_args
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 

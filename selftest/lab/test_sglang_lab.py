@@ -19,8 +19,14 @@ from infergate.engines.launch import INIT_BEGAN_REMEDY
 from infergate_lab import Lab
 from infergate_lab.engine import LabEngine, ensure_engine
 from infergate_lab.engine_image import SGLANG
+from selftest.lab.test_deploy_lab import (
+    JOINED,
+    detected_after,
+    plan_file,
+    run_containers,
+    suite_args,
+)
 from selftest.suite import ROOT, SuiteRun, run_suite
-from selftest.test_deploy_lab import JOINED, detected_after, plan_file, run_containers, suite_args
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from infergate_lab import Lab
+from selftest.lab.test_deploy_lab import FOREIGN, NODES, TP2, foreign_running
 from selftest.suite import PHASE_DIRS, ROOT, read_junit
-from selftest.test_deploy_lab import FOREIGN, NODES, TP2, foreign_running
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 

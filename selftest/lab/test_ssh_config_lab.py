@@ -21,7 +21,7 @@ from selftest.suite import run_suite
 
 pytestmark = pytest.mark.lab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
 USER_KNOWN_HOSTS = Path.home() / ".ssh" / "known_hosts"
 

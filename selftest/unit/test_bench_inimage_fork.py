@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from selftest.test_profile_preflight import SCRIPTS
+from selftest.unit.test_profile_preflight import SCRIPTS
 
 
 def test_the_experiment_is_the_probes_own_facts_with_a_timed_driver_instead_of_main(

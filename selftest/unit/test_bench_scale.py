@@ -9,8 +9,8 @@ from types import ModuleType
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-RECORDED = Path(__file__).parent / "data" / "bench" / "preflight-sshd-only-4-nodes.txt"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+RECORDED = Path(__file__).parents[1] / "data" / "bench" / "preflight-sshd-only-4-nodes.txt"
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 
 from infergate.checks.model_hash import GB
-from selftest.test_profile_preflight import SCRIPTS
+from selftest.unit.test_profile_preflight import SCRIPTS
 
 PREFLIGHT = {  # seconds of each run, by lab size and mode
     2: {"one process": [1.3, 1.2, 1.5], "-n auto": [2.0, 2.2, 2.1], "-n 2": [2.1, 2.0, 2.4]},

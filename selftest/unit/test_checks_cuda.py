@@ -24,7 +24,7 @@ from infergate.checks.cuda import (
 )
 from infergate.checks.gpu import parse_nvidia_smi_table
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 # github.com/eugr/spark-vllm-docker issue 266
 NGC_BANNER = (
     "ERROR: This container was built for NVIDIA Driver Release 590.48 or later, but version "

@@ -29,7 +29,7 @@ from infergate.checks.disk_space import (
 from infergate.checks.probe import Section
 from infergate.checks.shared_caches import check_shared_caches, writable_places
 
-DATA = Path(__file__).parent / "data" / "disk"
+DATA = Path(__file__).parents[1] / "data" / "disk"
 GIB = 2**30
 LAB_ARGS = ("-v", "/root/.cache/vllm:/root/.cache/vllm")
 

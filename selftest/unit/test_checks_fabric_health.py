@@ -26,9 +26,9 @@ from infergate.checks.rdma_health import check_rdma_health, link_rate_gbps
 from infergate.checks.rdma_sysfs import parse_rdma_sysfs, rdma_plan
 from infergate.fixtures.inventory import load_inventory
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SPARKS = load_inventory(
-    Path(__file__).resolve().parents[1] / "inventories" / "two-sparks-vllm.yaml"
+    Path(__file__).resolve().parents[2] / "inventories" / "two-sparks-vllm.yaml"
 )
 SPARK1 = SPARKS.nodes[0]
 TWINS = ["enp1s0f1np1", "enP2p1s0f1np1"]

@@ -22,7 +22,7 @@ from infergate.checks.gpu import (
 )
 from infergate.checks.memory import parse_meminfo
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 H200_GPU0 = "GPU-715f7b3a-5f16-d91c-563a-e9480197a7b4"
 
 

@@ -36,7 +36,7 @@ from infergate.checks.pressure import (
 )
 from infergate.checks.probe import parse_sections, probe_script
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 PUBLIC = DATA / "gpu-public"
 
 

@@ -28,9 +28,9 @@ from infergate.checks.nccl import parse_torchrun_log
 from infergate.checks.probe import parse_sections
 from infergate.fixtures.inventory import load_inventory
 
-DATA = Path(__file__).parent / "data" / "h200-device"
+DATA = Path(__file__).parents[1] / "data" / "h200-device"
 PREFLIGHT = DATA / "preflight"  # the suite with the in-image checks that say why they did not run
-DEVICE_PLAN = Path(__file__).resolve().parents[1] / "inventories" / "h200-device.yaml"
+DEVICE_PLAN = Path(__file__).resolve().parents[2] / "inventories" / "h200-device.yaml"
 
 
 def probe(name: str):

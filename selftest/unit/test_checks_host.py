@@ -11,7 +11,7 @@ from infergate.checks.host import check_docker_engine, check_identity, parse_doc
 from infergate.checks.memory import check_memory_available
 from infergate.checks.probe import Section, parse_sections, probe_script
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def sections(name: str):

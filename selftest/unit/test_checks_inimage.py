@@ -32,8 +32,8 @@ from infergate.checks.probe import Section, parse_sections
 from infergate.engines.container import ContainerSpec
 from infergate.plan.model import parse_inventory
 
-DATA = Path(__file__).parent / "data" / "h200-device"
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+DATA = Path(__file__).parents[1] / "data" / "h200-device"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 
 
 def part(case: str, rank: int, name: str):
@@ -215,7 +215,7 @@ def test_nothing_is_stored(case, sections):
 
 # --- both engines' own parsers and registries, run in the lab image (data/parsers/) --------
 
-PARSERS = Path(__file__).parent / "data" / "parsers"
+PARSERS = Path(__file__).parents[1] / "data" / "parsers"
 
 
 def recorded(engine: str, name: str) -> dict:

@@ -21,7 +21,7 @@ from infergate.checks.kv_budget import (
 from infergate.checks.probe import Section
 from infergate.engines.signatures import named, signatures_for
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SMOLLM2 = (DATA / "model-configs/smollm2-135m-instruct.json").read_text()
 TINY_MOE = (DATA / "model-configs/tiny-qwen3-moe.json").read_text()
 LAB_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}

@@ -27,11 +27,11 @@ from infergate.checks.probe import parse_sections
 from infergate.engines.container import ContainerSpec
 from infergate.plan.model import Inference, parse_inventory
 from infergate.remote.http_session import POOL_SIZE
-from selftest.test_checks_inimage import lookup
-from selftest.test_preflight_report import PLAN
+from selftest.unit.test_checks_inimage import lookup
+from selftest.unit.test_preflight_report import PLAN
 
-LAB = Path(__file__).parent / "data" / "lab"
-DEVICE = Path(__file__).parent / "data" / "h200-device"
+LAB = Path(__file__).parents[1] / "data" / "lab"
+DEVICE = Path(__file__).parents[1] / "data" / "h200-device"
 # the probe's functions without its main: what `container()` returns, as JSON
 READ = "import json, sys; ns = {'__name__': 'probe'}; exec(sys.stdin.read(), ns); "
 READ += "print(json.dumps(ns['container']()))"

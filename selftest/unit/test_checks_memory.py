@@ -15,7 +15,7 @@ from infergate.checks.memory import (
 )
 from infergate.checks.probe import parse_sections
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def test_meminfo_gb10_idle_matches_public_report():

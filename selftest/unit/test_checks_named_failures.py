@@ -14,7 +14,7 @@ from infergate.checks.gpu_kernel import check_nvml_mismatch
 from infergate.checks.known_bad import check_known_bad, load_known_bad
 from infergate.checks.probe import parse_sections
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 PUBLIC = DATA / "gpu-public"
 
 

@@ -14,7 +14,7 @@ from infergate.checks.nccl import (
     transport_kind,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def run(name: str):

@@ -16,7 +16,7 @@ from infergate.checks.network import (
 )
 from infergate.checks.probe import parse_sections
 
-LAB = Path(__file__).parent / "data" / "lab"
+LAB = Path(__file__).parents[1] / "data" / "lab"
 PLANNED = {"node1": IPv4Interface("10.252.0.11/24"), "node2": IPv4Interface("10.252.0.12/24")}
 
 

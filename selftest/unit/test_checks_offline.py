@@ -18,9 +18,9 @@ from infergate.checks.offline import (
     planned_sources,
 )
 from infergate.plan.model import InventoryError, parse_inventory
-from selftest.test_inventory import lab_with
+from selftest.unit.test_inventory import lab_with
 
-DATA = Path(__file__).parent / "data" / "disk"
+DATA = Path(__file__).parents[1] / "data" / "disk"
 HUB = hub_target({})
 REFUSED = "ConnectionRefusedError [Errno 111] Connection refused"
 

@@ -28,8 +28,8 @@ from infergate.deploy.executor import _start_remedy
 from infergate.engines.labels import RUN_LABEL
 from infergate.plan.model import parse_inventory
 
-DATA = Path(__file__).parent / "data"
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+DATA = Path(__file__).parents[1] / "data"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 LAB = parse_inventory(yaml.safe_load((INVENTORIES / "lab.yaml").read_text()))
 SPARKS = parse_inventory(yaml.safe_load((INVENTORIES / "two-sparks-sglang.yaml").read_text()))
 FABRIC = IPv4Network("10.252.0.0/24")

@@ -36,8 +36,8 @@ from infergate.checks.ports import (
 )
 from infergate.plan.model import parse_inventory
 
-DATA = Path(__file__).parent / "data" / "ports"
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+DATA = Path(__file__).parents[1] / "data" / "ports"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 
 
 def plan(name: str, **env: str):

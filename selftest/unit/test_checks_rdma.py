@@ -22,8 +22,8 @@ from infergate.checks.rdma import (
 from infergate.checks.rdma_sysfs import RdmaPlan, parse_nccl_ib_hca, parse_rdma_sysfs, rdma_plan
 from infergate.fixtures.inventory import load_inventory
 
-DATA = Path(__file__).parent / "data" / "rdma"
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+DATA = Path(__file__).parents[1] / "data" / "rdma"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 SPARKS = load_inventory(INVENTORIES / "two-sparks-vllm.yaml")
 SPARK1, SPARK2 = SPARKS.nodes
 MLX5_HOST = RdmaPlan((), "", "", IPv4Address("10.200.1.10"), "gpu1_eth", "nodes[0].fabric.hcas")

@@ -18,7 +18,7 @@ from infergate.plan.model import Node, Ssh, parse_inventory
 from infergate.remote.ssh_failure import check_ssh_failure
 from infergate.waiting import Deadline, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "selftest" / "data" / "controller"
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
 SSHD_START = Deadline(10, "SSHD_START")  # a throwaway sshd listens within a second

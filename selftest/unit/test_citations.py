@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Written so that this file does not match itself (the samples below are split likewise):
 # the words field and notes with a space, an underscore, a hyphen or nothing, and a seeds folder
 PRIVATE = re.compile(r"field[ _-]?notes|seeds[/]", re.IGNORECASE)

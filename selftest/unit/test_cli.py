@@ -13,7 +13,7 @@ import yaml
 
 from infergate.cli import main, pytest_argv
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventories" / "lab.yaml"
 HOSTILE = ROOT / "selftest" / "data" / "plans-hostile"
 EXPECTED = yaml.safe_load((HOSTILE / "expected.yaml").read_text())

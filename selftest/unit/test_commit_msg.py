@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-HOOK = Path(__file__).resolve().parents[1] / ".githooks" / "commit-msg"
+HOOK = Path(__file__).resolve().parents[2] / ".githooks" / "commit-msg"
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from infergate.engines.container import engine_container
 from infergate.fixtures.inimage import _probe
 from infergate.plan.model import Inventory, parse_inventory
 
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 PLANS = {"vllm": "two-sparks-vllm.yaml", "sglang": "two-sparks-sglang.yaml",
          "vllm-ray": "two-sparks-vllm-ray.yaml"}  # fmt: skip
 EXTRA = ["-v", "/srv/cache:/root/.cache", "--ulimit", "nofile=65536:65536", "--shm-size", "8g"]

@@ -17,7 +17,7 @@ from infergate.engines.registry import plan_launch
 from infergate.fixtures.inventory import load_inventory
 from infergate.plan.model import Inventory, parse_inventory
 
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 SGLANG = INVENTORIES / "two-sparks-sglang.yaml"
 VLLM = INVENTORIES / "two-sparks-vllm.yaml"
 VLLM_RAY = INVENTORIES / "two-sparks-vllm-ray.yaml"

@@ -16,9 +16,9 @@ from infergate.engines.launch import HttpReady, Launch
 from infergate.fixtures.inventory import load_inventory
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
-from selftest.test_api_key import local_io
+from selftest.unit.test_api_key import local_io
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 2.5
 
 

@@ -34,8 +34,8 @@ from infergate.engines.launch import DIST_INIT_REMEDY, INIT_BEGAN_REMEDY, Launch
 from infergate.engines.registry import plan_launch
 from infergate.fixtures.inventory import load_inventory
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data" / "deploy"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data" / "deploy"
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from infergate.remote.docker_api import (
     node_engine,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
 NODE = LAB.nodes[1]
 

@@ -10,7 +10,7 @@ import pytest
 from infergate_lab.engine_isa import Measured, measured_line, parse_engine_isa, save_measured
 from infergate_lab.shell import LabError
 
-DATA = Path(__file__).parent / "data" / "lab"
+DATA = Path(__file__).parents[1] / "data" / "lab"
 
 
 def test_avx512_machine_runs_the_avx512_bf16_build():

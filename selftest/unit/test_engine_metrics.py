@@ -15,7 +15,7 @@ import pytest
 from infergate.inference.engine_metrics import Scraper, engine_figures, parse_prometheus_text
 from selftest.local_http import JsonHandler, serving
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 VLLM = (DATA / "lab" / "vllm-metrics.txt").read_text()
 SGLANG = (DATA / "inference" / "sglang-metrics-docs.txt").read_text()
 

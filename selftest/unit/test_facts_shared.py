@@ -19,7 +19,7 @@ from infergate.fixtures.inventory import load_inventory
 from infergate.plan.model import Ssh
 from infergate.waiting import Deadline
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NODES = [dataclasses.replace(n, ssh=Ssh(connection="local"))
          for n in load_inventory(ROOT / "inventories" / "lab.yaml").nodes]  # fmt: skip
 LIMIT = Deadline(5.0, "thresholds.command_timeout_s")

@@ -10,8 +10,8 @@ import pytest
 
 from infergate.checks.gpu_recording import summarize_recording
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data"
 PROBE = ROOT / "scripts" / "gpu_probe.py"
 
 

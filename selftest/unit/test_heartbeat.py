@@ -17,9 +17,9 @@ from infergate.engines.launch import Launch, Milestone
 from infergate.fixtures.inventory import load_inventory
 from infergate.plan.apikey import HIDDEN
 from infergate.waiting import Deadline
-from selftest.test_api_key import local_io
+from selftest.unit.test_api_key import local_io
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "hf_s3cr3t_token_value"
 
 # What vLLM's weight load writes: tqdm's bar redrawn after "\r" inside one line (as the

@@ -17,7 +17,7 @@ from infergate.fixtures.inventory import load_inventory
 from infergate.plan import loader as plan_yaml
 from infergate.plan.model import InventoryError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "selftest" / "data" / "plans-hostile"
 EXPECTED: dict[str, dict[str, object]] = yaml.safe_load((CORPUS / "expected.yaml").read_text())
 PLANS = sorted(p for p in CORPUS.glob("*.yaml") if p.name != "expected.yaml")

@@ -27,7 +27,7 @@ from selftest.local_http import JsonHandler, serving
 
 KEY = "sk-session-7d1e55"
 BODY = plan.chat_body("tiny", "Capital of France?", 4)
-RECORDED = Path(__file__).parent / "data" / "inference" / "vllm-chat-stream.sse"
+RECORDED = Path(__file__).parents[1] / "data" / "inference" / "vllm-chat-stream.sse"
 EVENTS = RECORDED.read_bytes().split(b"\n\n")[:-1]  # each `data: ...` without its blank line
 PAUSE_S = 0.5
 

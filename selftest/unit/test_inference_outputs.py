@@ -24,7 +24,7 @@ from infergate.plan.model import Slo
 from infergate.reports import inference as report
 from infergate.reports import outputs
 from infergate.reports.version import checkout_commit, tool_version
-from selftest.test_inference_lib import TEN_CHUNKS, record, results
+from selftest.unit.test_inference_lib import TEN_CHUNKS, record, results
 
 
 def used(rec: StreamRecord, prompt: int) -> StreamRecord:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infergate.inference.samples import level_samples
-from selftest.test_inference_lib import TEN_CHUNKS, record
+from selftest.unit.test_inference_lib import TEN_CHUNKS, record
 
 
 def test_level_samples_spread_usage_over_chunks_and_leave_failures_out() -> None:

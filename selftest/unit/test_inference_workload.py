@@ -32,8 +32,8 @@ from infergate.remote import http_session
 from infergate.reports import outputs
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import PHASE_DIRS, ROOT
-from selftest.test_inference_lib import BODY, Handler, SseServer, base
-from selftest.test_inference_lib import server as server  # the SSE server fixture
+from selftest.unit.test_inference_lib import BODY, Handler, SseServer, base
+from selftest.unit.test_inference_lib import server as server  # the SSE server fixture
 
 # --- a tokenizer server -------------------------------------------------------------------
 

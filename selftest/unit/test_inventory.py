@@ -26,7 +26,7 @@ from infergate.plan.model import (
     parse_inventory,
 )
 
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 LAB: dict[str, Any] = yaml.safe_load((INVENTORIES / "lab.yaml").read_text())
 DELETE = object()  # as a change's value: remove the key (or list item)
 

@@ -23,7 +23,7 @@ from infergate.fixtures.hosts import Remote
 from infergate.fixtures.inventory import load_inventory
 from infergate.plan.model import Ssh
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCAL = dataclasses.replace(load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0],
                             ssh=Ssh(connection="local"))  # fmt: skip
 MIB = 1 << 20

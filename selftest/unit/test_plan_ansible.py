@@ -13,7 +13,7 @@ from infergate.plan.ansible import TODO, plan_from_ansible
 from infergate.plan.loader import load_plan
 from infergate.plan.model import InventoryError
 
-DATA = Path(__file__).resolve().parent / "data" / "ansible"
+DATA = Path(__file__).resolve().parents[1] / "data" / "ansible"
 YAML_INVENTORY = DATA / "sparks.yml"
 INI_INVENTORY = DATA / "ini" / "sparks.ini"
 # what an operator writes over each TODO of the two Sparks' skeleton

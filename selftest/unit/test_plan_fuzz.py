@@ -22,7 +22,7 @@ import yaml
 from infergate.plan.loader import parse_plan
 from infergate.plan.model import Inventory, InventoryError, parse_inventory
 
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 SHIPPED = sorted(p.name for p in INVENTORIES.glob("*.yaml"))
 
 

@@ -17,10 +17,10 @@ from infergate.checks.network import check_fabric_interface
 from infergate.checks.pinning import check_pinning
 from infergate.plan.model import SET_BY_PARSER, Inventory, is_plan_key, parse_inventory, plan_key
 from infergate.plan.schema import plan_schema
-from selftest.test_checks_network import interfaces
-from selftest.test_inventory import lab_with
+from selftest.unit.test_checks_network import interfaces
+from selftest.unit.test_inventory import lab_with
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("infergate", "fixtures", "tests_preflight", "tests_deploy", "tests_inference")
 SECTIONS = "|".join(f.name for f in fields(Inventory))
 # A key as messages write one: a section of the plan, then dotted fields, lists by [i], [] or [*]

@@ -19,7 +19,7 @@ from infergate.plan import values as v
 from infergate.plan.model import InventoryError, parse_inventory
 from infergate.plan.schema import DOCS_COMMAND, DRAFT, plan_keys_markdown, plan_schema
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLANS = sorted((ROOT / "inventories").glob("*.yaml"))
 HOSTILE = ROOT / "selftest" / "data" / "plans-hostile"
 # hostile plans refused for a value the schema can see (a bound, a pattern, a choice)

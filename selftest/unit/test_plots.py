@@ -8,7 +8,7 @@ import dataclasses
 from infergate.inference.samples import LevelSamples
 from infergate.reports import inference as report
 from infergate.reports import plots
-from selftest.test_inference_lib import results
+from selftest.unit.test_inference_lib import results
 
 
 def test_output_tokens_are_binned_per_whole_second() -> None:

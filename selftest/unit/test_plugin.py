@@ -12,7 +12,7 @@ import yaml
 
 from infergate.fixtures.plugin import auto_workers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventories" / "lab.yaml"
 # the report header (not shown under -q) names the plan read
 COLLECT = ("--pyargs", "infergate.tests_preflight", "--collect-only", "-p", "no:cacheprovider")

@@ -22,7 +22,7 @@ from infergate.plan.model import Ssh, parse_inventory
 from infergate.waiting import LOOK_AT
 
 LAB = parse_inventory(
-    yaml.safe_load((Path(__file__).resolve().parents[1] / "inventories/lab.yaml").read_text())
+    yaml.safe_load((Path(__file__).resolve().parents[2] / "inventories/lab.yaml").read_text())
 )
 NODE2 = dataclasses.replace(LAB.nodes[1], ssh=Ssh(connection="local"))
 

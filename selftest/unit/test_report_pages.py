@@ -10,7 +10,7 @@ from pathlib import Path
 from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.reports import inference as report
 from selftest.browser import check_page
-from selftest.test_inference_lib import results
+from selftest.unit.test_inference_lib import results
 
 
 def test_inference_report_renders_in_a_browser(tmp_path: Path) -> None:

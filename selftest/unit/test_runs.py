@@ -41,7 +41,7 @@ from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
 from selftest.suite import PHASE_DIRS, ROOT
 
-DATA = Path(__file__).parent / "data" / "runs"
+DATA = Path(__file__).parents[1] / "data" / "runs"
 OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
 
 
@@ -122,7 +122,7 @@ def local_io(node: str, command: str, timeout_s: float, input: str | None = None
 
 
 def lab_plan() -> Inventory:
-    return parse_inventory(yaml.safe_load((Path(__file__).parents[1] / "inventories" /
+    return parse_inventory(yaml.safe_load((Path(__file__).parents[2] / "inventories" /
                                            "lab.yaml").read_text()))  # fmt: skip
 
 
@@ -319,7 +319,7 @@ def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist)
 def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     """`deploy down` on the plan whose one node is this machine (connection: local), whose
     Docker has no daemon: the node, what Docker said, and the command to finish it."""
-    plan = Path(__file__).parents[1] / "inventories" / "h200-device.yaml"
+    plan = Path(__file__).parents[2] / "inventories" / "h200-device.yaml"
     done = subprocess.run([sys.executable, "-m", "infergate.cli", "down", "--run", "r1",
                            "--inventory", str(plan)], capture_output=True, text=True,
                           env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"},
@@ -337,7 +337,7 @@ def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
     """The plan whose one node is this machine: while another run holds its lock (the real
     lock, in /run/infergate/lock/localhost), the preflight is refused at once naming that
     run, in one process and under xdist (where the controller asks for it, once)."""
-    plan = Path(__file__).parents[1] / "inventories" / "h200-device.yaml"
+    plan = Path(__file__).parents[2] / "inventories" / "h200-device.yaml"
     inventory = parse_inventory(yaml.safe_load(plan.read_text()))
     command = lock_command(holder("20261201-031500-aaaabbbbccccdddd"), 30, lock_dir(inventory))
     other = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,

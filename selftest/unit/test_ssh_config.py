@@ -16,7 +16,7 @@ from infergate.remote.ssh_config import (
     ssh_command,
 )
 
-INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
+INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
 
 
 @pytest.fixture(autouse=True)
