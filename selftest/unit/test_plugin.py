@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from infergate.fixtures.plugin import auto_workers
+from selftest.suite import closed_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventories" / "lab.yaml"
@@ -130,8 +131,10 @@ def test_a_check_without_thresholds_skips_or_fails_under_strict(
     pytester: pytest.Pytester, strict: bool
 ) -> None:
     pytester.makepyfile(test_unconfigured=UNCONFIGURED)
+    plan = closed_plan(pytester.path)
+    strict_args = ["--strict"] if strict else []
     run = pytester.runpytest_subprocess(
-        f"--inventory={LAB}", "-p", "no:cacheprovider", "-rsf", *(["--strict"] if strict else [])
+        f"--inventory={plan}", "-p", "no:cacheprovider", "-rsf", *strict_args
     )
     run.assert_outcomes(failed=1) if strict else run.assert_outcomes(skipped=1)
     assert "no baseline file: set inference.baseline" in said(run)
@@ -177,7 +180,7 @@ def test_xdist_alone_runs_a_group_on_one_worker(pytester: pytest.Pytester) -> No
     9.2's node ids ignore xdist 3.8's group suffix (pytest-xdist#1386), hence the pin."""
     pytester.makepyfile(test_grouped=GROUPED)
     run = pytester.runpytest_subprocess(
-        f"--inventory={LAB}", "-p", "no:cacheprovider", "-n", "2", "-v"
+        f"--inventory={closed_plan(pytester.path)}", "-p", "no:cacheprovider", "-n", "2", "-v"
     )
     ran = [line for line in run.stdout.lines if "PASSED" in line]
     assert len(ran) == 6, said(run)
@@ -192,18 +195,16 @@ def test_where():
 
 
 def plan_of(folder: Path, count: int) -> Path:
-    """The lab's plan with COUNT nodes, at most 243 (one /24; nothing here reaches them)."""
+    """The lab's plan with COUNT nodes, at most 243 (one /24), on closed loopback ports."""
     data = yaml.safe_load(LAB.read_text())
     node2 = data["nodes"][1]
     data["nodes"] = data["nodes"][:1] + [
-        {**copy.deepcopy(node2), "name": f"node{i}", "address": f"10.251.0.{i + 11}",
-         "fabric": {"address": f"10.252.0.{i + 11}/24"}}
+        {**copy.deepcopy(node2), "name": f"node{i}", "fabric": {"address": f"10.252.0.{i + 11}/24"}}
         for i in range(2, count + 1)
-    ]  # fmt: skip
+    ]
     data["engine"]["pipeline_parallel"] = count  # one CPU rank per node
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "plan.yaml").write_text(yaml.safe_dump(data))
-    return folder / "plan.yaml"
+    return closed_plan(folder, data)
 
 
 def ran_on(pytester: pytest.Pytester, plan: Path) -> str:
@@ -228,7 +229,7 @@ def test_auto_starts_workers_only_where_they_pay_for_their_start_up(
 def test_n_auto_on_a_plan_of_two_nodes_runs_in_one_process(pytester: pytest.Pytester) -> None:
     """The facts are read once, every node at once, in one process: two workers would each
     pay pytest's start-up for 2 nodes' judging (`make bench`: 2.2x slower)."""
-    out = ran_on(pytester, LAB)
+    out = ran_on(pytester, closed_plan(pytester.path))
     assert "test_where.py::test_where PASSED" in out
     assert "created:" not in out  # xdist's line when it starts workers
 
@@ -249,6 +250,6 @@ def test_n_auto_keeps_xdist_s_own_variable(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")
-    out = ran_on(pytester, LAB)
+    out = ran_on(pytester, closed_plan(pytester.path))
     assert "created: 2/2 workers" in out
     assert "] PASSED test_where.py::test_where" in out

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from selftest.suite import ROOT
+from selftest.suite import ROOT, closed_plan
 
 # The test that prints a line, then waits for the outer test to have read it on the run's
 # terminal: were the line held until the test ends, it would wait for ever (the deadline is
@@ -41,7 +41,7 @@ def run_inner(tmp_path: Path, *args: str) -> list[str]:
     (tmp_path / "test_inner.py").write_text(INNER.format(go=str(go)))
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s",
             "--report-dir", str(tmp_path / "report"), "--rootdir", str(tmp_path), "-c",
-            "/dev/null", "--inventory", str(ROOT / "inventories" / "lab.yaml"), *args,
+            "/dev/null", "--inventory", str(closed_plan(tmp_path)), *args,
             str(tmp_path / "test_inner.py")]  # fmt: skip
     seen = []
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=tmp_path) as proc:

@@ -39,7 +39,7 @@ from infergate.fixtures import runs
 from infergate.fixtures.deploy import _new_run_id, sigint_deferred
 from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
-from selftest.suite import PHASE_DIRS, ROOT
+from selftest.suite import PHASE_DIRS, ROOT, closed_plan
 
 DATA = Path(__file__).parents[1] / "data" / "runs"
 OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
@@ -364,11 +364,7 @@ def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
 def test_a_head_ssh_cannot_reach_is_left_to_the_ssh_tests(pytester, tmp_path):
     """The lock is not taken when SSH cannot reach the head (nothing can start there), and
     the run goes on so that the SSH test names the head with its own remedy."""
-    plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
-    for i, node in enumerate(plan["nodes"]):
-        node["address"], node["ssh"]["port"] = f"127.0.0.{i + 1}", 1  # connection refused
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan))
+    path = closed_plan(tmp_path)
     run = pytester.runpytest_subprocess(
         "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
         f"--inventory={path}", "-m", "preflight", "-k", "ssh", "--lock-wait", "0", *PHASE_DIRS,

@@ -32,7 +32,7 @@ from infergate.plan.secrets import (
     private_dir,
     write_private,
 )
-from selftest.suite import ROOT
+from selftest.suite import LAB_PLAN, ROOT, closed_plan
 
 TOKEN = "hf_secret_token_7f3a9c"
 KEY = "sk-engine-key-2b8e41"
@@ -273,9 +273,7 @@ def test_a_failing_test_shows_no_secret_anywhere(
 ) -> None:
     """The terminal (-vvv, --showlocals, live DEBUG logs) and the JUnit file of a run
     whose test fails printing, logging and asserting on the plan's secrets."""
-    plan_path = pytester.path / "plan.yaml"
-    data = secret_plan(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
-    plan_path.write_text(yaml.safe_dump(data))
+    plan_path = closed_plan(pytester.path, secret_plan(yaml.safe_load(LAB_PLAN.read_text())))
     test = pytester.makepyfile(test_leaky_plan=LEAKY)
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
