@@ -39,10 +39,25 @@ demo-sglang: $(BIN)/.installed
 	$(BIN)/infergate preflight --inventory=inventories/lab-sglang.yaml
 	$(BIN)/infergate deploy --inventory=inventories/lab-sglang.yaml
 
-# The project's own tests: lint, types, unit tests on recorded outputs, and runs of the
-# real suite against the lab (which the tests bring up and take down themselves).
-test: lint
-	$(BIN)/pytest selftest
+# The project's own tests in three parts, each timed: the lint (with types); the unit tests
+# (recorded outputs, local servers: no lab); the runs of the real suite against the lab, which
+# those tests bring up and take down themselves. Each pytest run lists its slowest tests. A
+# failed lint stops here; a failed unit part still runs the lab's, and fails at the end.
+SPLIT := $(VENV)/test-split.txt
+PYTEST_TIMED := $(BIN)/pytest --durations=15
+# $(call timed,PART,COMMAND): COMMAND, then PART's wall time (and FAILED with its exit
+# status, pytest's 5 for "no tests collected" too) on a line of its own, kept in $(SPLIT)
+timed = start=$$(date +%s); $(2); rc=$$?; \
+	line="$(1) $$(( $$(date +%s) - start )) s$$([ $$rc -eq 0 ] || echo " FAILED (exit $$rc)")"; \
+	echo "make test: $$line"; echo "$$line" >> $(SPLIT); test $$rc -eq 0
+
+test: $(BIN)/.installed
+	@rm -f $(SPLIT)
+	@$(call timed,lint,$(MAKE) --no-print-directory lint)
+	@$(call timed,unit,$(PYTEST_TIMED) selftest/unit) || true
+	@$(call timed,lab,$(PYTEST_TIMED) selftest/lab) || true
+	@echo "make test, wall time: $$(paste -sd , $(SPLIT) | sed 's/,/, /g')"
+	@! grep -q FAILED $(SPLIT)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -1,6 +1,6 @@
 """Write docs/plan-keys.md, the reference of every plan key, from the plan's parser.
 
-Run it after changing a plan key: python scripts/plan_docs.py (selftest/test_plan_schema.py
+Run it after changing a plan key: python scripts/plan_docs.py (selftest/unit/test_plan_schema.py
 fails while the committed file differs from what this writes).
 """
 

@@ -1,10 +1,10 @@
 """Record the lab vLLM's Prometheus `/metrics` under load, as test data for
-infergate.inference.engine_metrics (selftest/test_engine_metrics.py), and show the Scraper
+infergate.inference.engine_metrics (selftest/unit/test_engine_metrics.py), and show the Scraper
 working against the real engine.
 
     flock /tmp/infergate-lab.lock python scripts/record_engine_metrics.py   # the lab up
 
-SmolLM2 served alone on node1 (`serving_alone`, as selftest/test_inference_lab.py serves
+SmolLM2 served alone on node1 (`serving_alone`, as selftest/lab/test_inference_lab.py serves
 it); 16 streamed chat requests of 64 tokens at concurrency 8 while a Scraper reads
 `/metrics` every 0.5 s; one body, read once the engine counts running requests, is written to
 `selftest/data/lab/vllm-metrics.txt`. Prints what the Scraper recorded.

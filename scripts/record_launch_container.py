@@ -1,5 +1,5 @@
 """Record the in-image probe's `container` and `chat-template` facts in the lab's image, as
-test data for infergate.checks.launch_container (selftest/test_checks_launch_container.py).
+test data for infergate.checks.launch_container (selftest/unit/test_checks_launch_container.py).
 
     flock /tmp/infergate-lab.lock python scripts/record_launch_container.py   # the lab up
 

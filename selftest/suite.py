@@ -1,16 +1,21 @@
-"""Run the real suite in a subprocess (pytester) and read what each test did from JUnit XML."""
+"""Run the real suite in a subprocess (pytester) and read what each test did from JUnit XML;
+the plan a unit test runs it on, whose nodes no run can reach."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # pytester runs in a temporary directory, where pytest.ini's testpaths do not apply
 PHASE_DIRS = [str(ROOT / d) for d in ("tests_preflight", "tests_deploy", "tests_inference")]
+LAB_PLAN = ROOT / "inventories" / "lab.yaml"
+CLOSED_PORT = 9  # discard: no sshd listens there on a loopback address
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,18 @@ def run_suite(pytester: pytest.Pytester, *args: str, inventory: Path | None = No
         *PHASE_DIRS,
     )
     return SuiteRun(read_junit(junit), result.stdout.str())
+
+
+def closed_plan(folder: Path, data: dict[str, Any] | None = None) -> Path:
+    """DATA (by default the lab's plan) with node K at 127.0.0.K, its SSH port closed, as
+    FOLDER/closed-plan.yaml: a run on it reaches no node and no lab, lab up or not."""
+    plan = data if data is not None else yaml.safe_load(LAB_PLAN.read_text())
+    for number, node in enumerate(plan["nodes"], 1):
+        node["address"] = f"127.0.0.{number}"
+        node["ssh"] = {**node.get("ssh", {}), "port": CLOSED_PORT}
+    path = folder / "closed-plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
 
 
 def read_junit(path: Path) -> dict[str, Outcome]:

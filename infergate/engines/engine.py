@@ -1,6 +1,6 @@
 """An engine adapter: everything that differs by engine, one object per engine.kind
 (registry.engine_for finds it). Checks, fixtures and tests ask it; no module outside
-infergate/engines/ compares the kind (selftest/test_engine_home.py)."""
+infergate/engines/ compares the kind (selftest/unit/test_engine_home.py)."""
 
 from __future__ import annotations
 

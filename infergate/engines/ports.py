@@ -1,6 +1,6 @@
 """The TCP ports an engine's processes bind, each with what binds it and the plan key that
 sets it. Each adapter lists its own (Engine.planned_ports) beside its launch commands, both
-from the plan's ports and `is_head`; selftest/test_engine_home.py holds the two together."""
+from the plan's ports and `is_head`; selftest/unit/test_engine_home.py holds the two together."""
 
 from __future__ import annotations
 

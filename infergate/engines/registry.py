@@ -1,5 +1,5 @@
 """The engine adapters, one per engine.kind: whatever differs by engine is asked of the one
-`engine_for` returns (selftest/test_engine_home.py: exactly the plan's kinds)."""
+`engine_for` returns (selftest/unit/test_engine_home.py: exactly the plan's kinds)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,172 @@
+"""Real signals in the lab: a CI cancel (SIGTERM) or a closed terminal (SIGHUP) mid-launch
+or mid-preflight leaves nothing of the run on any node and stops nothing it did not start;
+a second run while one holds the cluster is refused naming it; a run killed outright
+(SIGKILL: no teardown at all) frees the cluster lock with its connection, and the next
+preflight names what it left, which `infergate down --run ID` removes.
+
+The launches run the lab's TP 2 plan (inventories/lab-moe-tp2.yaml) and are cut a few
+seconds in, so each costs a container start, not a model load."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infergate_lab import Lab
+from selftest.lab.test_deploy_lab import FOREIGN, NODES, TP2, foreign_running
+from selftest.suite import PHASE_DIRS, ROOT, read_junit
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
+
+FOREIGN_TEST = "test_containers.py::test_no_foreign_containers[node1]"
+
+
+class Suite:
+    """The suite in a subprocess of its own, with its own report dir and output."""
+
+    def __init__(self, pytester: pytest.Pytester, name: str, plan: Path, *args: str) -> None:
+        self.dir = pytester.path / name
+        self.dir.mkdir()
+        self.junit, self.out = self.dir / "junit.xml", self.dir / "suite.out"
+        argv = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pytest.ini"), "--rootdir",
+                str(ROOT), "-p", "no:cacheprovider", f"--junitxml={self.junit}",
+                f"--inventory={plan}", "--report-dir", str(self.dir / "report"), *args,
+                *PHASE_DIRS]  # fmt: skip
+        with self.out.open("w") as out:
+            self.proc = subprocess.Popen(argv, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.out.read_text()
+
+    def wait_for(self, pattern: str, timeout_s: float = 180) -> re.Match[str]:
+        """A line of the deploy log or the output, matching PATTERN."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end and self.proc.poll() is None:
+            log = self.dir / "report" / "deploy.log"
+            text = self.output() + (log.read_text() if log.exists() else "")
+            if found := re.search(pattern, text):
+                return found
+            time.sleep(0.2)
+        raise AssertionError(f"never saw {pattern!r}:\n{self.output()[-3000:]}")
+
+    def run_id(self) -> str:
+        return self.wait_for(r"cluster lock on \S+ \(\S+\) taken by run (\S+)").group(1)
+
+    def end(self, number: int, timeout_s: float = 120) -> float:
+        """Send NUMBER, wait for the exit; seconds it took."""
+        sent = time.monotonic()
+        self.proc.send_signal(number)
+        self.proc.wait(timeout=timeout_s)
+        return time.monotonic() - sent
+
+
+def left_on_nodes(lab: Lab, run_id: str = "") -> dict[str, list[str]]:
+    """Containers of RUN_ID (of any run of this suite when empty), per node."""
+    found = {}
+    for node in NODES:
+        ids = []
+        for label in ("infergate.run", "infergate.preflight"):
+            value = f"{label}={run_id}" if run_id else label
+            ids += lab.ssh(node, [f"docker ps -aq --filter label={value}"]).stdout.split()
+        if ids:
+            found[node] = ids
+    return found
+
+
+def wait_for_probe_containers(lab: Lab, run_id: str, timeout_s: float = 180) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        label = f"label=infergate.preflight={run_id}"
+        if all(lab.ssh(n, [f"docker ps -q --filter {label}"]).stdout.strip() for n in NODES):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no probe container of run {run_id} on every node")
+
+
+@pytest.mark.parametrize(
+    ("number", "xdist"),
+    [(signal.SIGTERM, []), (signal.SIGHUP, []), (signal.SIGTERM, ["-n", "2"])],
+    ids=["SIGTERM", "SIGHUP", "SIGTERM-to-the-xdist-controller"],
+)
+def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it(
+    engine_lab, pytester, number, xdist
+):
+    engine_lab.apply_fault("foreign-container", "node1", "0.2")
+    first = Suite(pytester, "first", TP2, "-m", "deploy", *xdist)
+    run_id = first.run_id()
+    first.wait_for(r"node2 \(10\.251\.0\.12\): started")
+    second = Suite(pytester, "second", TP2, "-m", "preflight", "--lock-wait", "0")
+    assert second.proc.wait(timeout=60) == 4, second.output()  # a usage error, at once
+    said = second.output()
+    assert "node1 (10.251.0.11): 1 problem(s)" in said
+    assert f"the cluster lock is held by run {run_id} (plan lab-moe-tp2, by root@" in said
+    assert not (second.dir / "report" / "deploy.log").exists()
+    took = first.end(number)
+    print(f"{signal.Signals(number).name} {xdist}: the run ended {took:.1f} s after it")
+    assert first.proc.returncode == 2, first.output()  # pytest's "interrupted", as for Ctrl-C
+    assert took < 60, first.output()
+    assert left_on_nodes(engine_lab) == {}
+    assert foreign_running(engine_lab), "the teardown stopped a container it did not start"
+    assert f"stopped run {run_id}" in (first.dir / "report" / "deploy.log").read_text()
+    third = Suite(pytester, "third", TP2, "-m", "preflight", "-k", "foreign")
+    assert third.proc.wait(timeout=300) == 1, third.output()  # the lock is free again
+    assert "cluster lock on node1 (10.251.0.11) taken by run" in third.output()
+
+
+@pytest.mark.parametrize(
+    ("number", "xdist"),
+    [(signal.SIGTERM, []), (signal.SIGHUP, []), (signal.SIGTERM, ["-n", "2"])],
+    ids=["SIGTERM", "SIGHUP", "SIGTERM-to-the-xdist-controller"],
+)
+def test_signal_mid_preflight_removes_the_probe_containers(engine_lab, pytester, number, xdist):
+    engine_lab.apply_fault("foreign-container", "node1", "0.2")
+    run = Suite(pytester, "preflight", TP2, "-m", "preflight", "--in-image", "fresh", *xdist)
+    run_id = run.run_id()
+    wait_for_probe_containers(engine_lab, run_id)
+    took = run.end(number)
+    print(f"{signal.Signals(number).name} {xdist} mid-preflight: ended {took:.1f} s after it")
+    assert run.proc.returncode == 2, run.output()
+    assert took < 60, run.output()
+    assert left_on_nodes(engine_lab) == {}
+    assert foreign_running(engine_lab)
+
+
+def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_down_removes_it(
+    engine_lab, pytester
+):
+    engine_lab.apply_fault("foreign-container", "node1", "0.2")
+    killed = Suite(pytester, "killed", TP2, "-m", "deploy")
+    run_id = killed.run_id()
+    killed.wait_for(r"node2 \(10\.251\.0\.12\): started")
+    killed.end(signal.SIGKILL)  # no teardown, no clean-up code at all
+    assert set(left_on_nodes(engine_lab, run_id)) == set(NODES)
+    # the lock went with the killed run's connection: the next run takes it at once
+    nxt = Suite(pytester, "next", TP2, "-m", "preflight", "-k", "foreign", "--lock-wait", "0")
+    assert nxt.proc.wait(timeout=300) == 1, nxt.output()
+    message = read_junit(nxt.junit)[FOREIGN_TEST].message
+    assert f"container infergate-node1-{run_id} of infergate run {run_id} (plan lab-moe-tp2" in (
+        message
+    )
+    down = ["infergate", "down", "--run", run_id, "--inventory", str(TP2)]
+    assert " ".join(down) in message
+    assert f"container {FOREIGN} (image" in message  # the foreign one, as before
+    command = [str(Path(sys.executable).with_name("infergate")), *down[1:]]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"node1 (10.251.0.11): removed 1 container(s)\n  - infergate-node1-{run_id} " in (
+        done.stdout
+    )
+    assert "node2 (10.251.0.12): removed 1 container(s)" in done.stdout
+    assert left_on_nodes(engine_lab) == {}
+    assert foreign_running(engine_lab), "deploy down stopped a container of no run"
+    again = subprocess.run(command, cwd=ROOT, capture_output=True,
+                           text=True, timeout=180, check=False)  # fmt: skip
+    assert again.returncode == 0
+    assert "node1 (10.251.0.11): removed 0 container(s)" in again.stdout

@@ -1,0 +1,435 @@
+"""Runs on the nodes, without the lab: run ids, the other-run judge and the removal's judge
+on recorded `docker ps` output, the removal against a real Docker CLI whose daemon is down
+or never answers, the cluster lock with the real flock(1), and SIGTERM / SIGHUP held during
+teardown. The lab proves the rest (test_signals_lab.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from docker import DockerClient
+
+from infergate.checks.containers import (
+    check_foreign_containers,
+    parse_docker_ps_json,
+    parse_docker_stats_json,
+)
+from infergate.deploy.executor import Deployment
+from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.runlock import (
+    Holder,
+    busy_problem,
+    lock_command,
+    lock_dir,
+    parse_lock_reply,
+    read_answer,
+)
+from infergate.deploy.runs import check_removed, check_run_not_taken, of_runs
+from infergate.deploy.state import DeployOptions, Say
+from infergate.engines.registry import plan_launch
+from infergate.fixtures import runs
+from infergate.interrupts import sigint_deferred
+from infergate.plan.model import Inventory, parse_inventory
+from infergate_lab.engine import Ran
+from selftest.suite import PHASE_DIRS, ROOT, closed_plan
+
+DATA = Path(__file__).parents[1] / "data" / "runs"
+OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
+
+
+def test_run_ids_carry_64_random_bits_and_stay_readable():
+    ids = {runs.new_run_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for run_id in list(ids)[:20]:
+        assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{16}", run_id), run_id
+
+
+def recorded() -> tuple[list, dict[str, int]]:
+    ps = parse_docker_ps_json((DATA / "docker-ps-three-owners.txt").read_text())
+    return ps, parse_docker_stats_json((DATA / "docker-stats-three-owners.txt").read_text())
+
+
+def test_another_runs_containers_are_named_with_the_command_that_removes_that_run():
+    containers, memory = recorded()
+    problems = check_foreign_containers(containers, memory, (), "20261201-040000-0011223344556677",
+                                        "inventories/lab.yaml")  # fmt: skip
+    text = "\n".join(p.describe() for p in problems)
+    assert len(problems) == 3, text
+    assert f"infergate-node1-{OTHER} of infergate run {OTHER} (plan lab, Up About a minute" in (
+        text)  # fmt: skip
+    assert f"run {OTHER} (the in-image probe, Up About a minute, holding 0.0 GiB)" in text
+    cmd = f"infergate down --run {OTHER} --inventory inventories/lab.yaml"
+    assert text.count(cmd) == 2
+    assert "container leftover-x (image iglab/busybox" in text
+
+
+def test_this_runs_own_containers_and_probe_are_exempt():
+    containers, memory = recorded()
+    problems = check_foreign_containers(containers, memory, (), OTHER)
+    assert [p.found.split()[1] for p in problems] == ["leftover-x"]
+
+
+def test_the_run_listing_names_each_run_and_its_plan():
+    found = of_runs(parse_docker_ps_json((DATA / "run-listing.txt").read_text()))
+    assert {(c.run_id, c.plan) for c in found} == {(OTHER, "lab"), (OTHER, "(preflight probe)")}
+
+
+def test_a_launch_whose_id_is_taken_names_the_containers():
+    listing = parse_docker_ps_json((DATA / "run-listing.txt").read_text())
+    (problem,) = check_run_not_taken(OTHER, [c.name for c in listing])
+    assert problem.found == (f"container(s) infergate-node1-{OTHER}, modest_elion already there "
+                             f"with this run's name or label (run {OTHER})")  # fmt: skip
+    assert f"`docker inspect infergate-node1-{OTHER}`" in problem.remedy
+    assert check_run_not_taken(OTHER, []) == []
+
+
+@pytest.mark.parametrize(
+    ("removal", "listing", "left", "expected", "cause"),
+    [
+        ((124, ""), (0, ""), [], "exited 124 (its deadline passed)", "the removal ran past"),
+        ((255, "Connection reset"), (255, ""), [], "the listing after the removal exited 255",
+         "SSH to the node failed during the removal (Connection reset)"),
+        ((0, ""), (0, ""), ["infergate-node1-x"], "still there after the removal: "
+         "infergate-node1-x", "Docker left them"),
+    ],
+)  # fmt: skip
+def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(
+    removal, listing, left, expected, cause
+):
+    problems = check_removed("r1", removal, listing, left, "plan.yaml")
+    assert expected in "\n".join(p.found for p in problems)
+    assert problems[0].remedy.startswith(cause), problems[0].remedy
+    assert "infergate down --run r1 --inventory plan.yaml" in problems[0].remedy
+    assert check_removed("r1", (0, ""), (0, ""), [], None) == []
+
+
+# -- the removal against real Docker clients, from this machine (no daemon here)
+
+
+def local_io(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
+    """Commands on this machine, as a node runs them (the kernel's OOM lines)."""
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                          timeout=timeout_s, check=False)  # fmt: skip
+    return Ran(done.returncode, done.stdout, done.stderr)
+
+
+def lab_plan() -> Inventory:
+    return parse_inventory(yaml.safe_load((Path(__file__).parents[2] / "inventories" /
+                                           "lab.yaml").read_text()))  # fmt: skip
+
+
+def started_handle(docker_host: str, timeout_s: int = 60, say: Say = lambda _: None) -> Deployment:
+    """A handle on the lab plan whose every node's engine is DOCKER_HOST (the API version
+    given: a client that asked would fail before the removal)."""
+    plan = lab_plan()
+    engines = {n.name: DockerClient(base_url=docker_host, version="1.41", timeout=timeout_s)
+               for n in plan.nodes}  # fmt: skip
+    options = DeployOptions(inventory_path="plan.yaml", engines=engines)
+    launch = plan_launch(plan, "r-0011223344556677")
+    handle = Deployment(launch, {n.name: n for n in plan.nodes}, local_io, say, options)
+    handle.touched = True  # as after its first `docker run`
+    return handle
+
+
+def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
+    said: list[str] = []
+    handle = started_handle("unix:///nonexistent.sock", say=said.append)
+    with pytest.raises(LaunchFailed) as failed:
+        handle.stop()
+    message = str(failed.value)
+    assert "the removal of run r-0011223344556677 exited 1: Cannot connect to the Docker" in (
+        message
+    )
+    assert "fix: Docker is not answering on the node: start it" in message
+    assert re.search(r"\w+ \(\d+\.\d+\.\d+\.\d+\): ", message), message
+    assert "infergate down --run r-0011223344556677 --inventory plan.yaml" in (
+        message)  # fmt: skip
+    assert not any("stopped run" in s for s in said)
+
+
+def test_removal_past_its_deadline_is_named_as_such():
+    with socket.socket() as silent:  # a Docker endpoint that accepts and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        host = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        handle = started_handle(host, timeout_s=1)
+        with pytest.raises(LaunchFailed) as failed:
+            handle.stop()
+    assert "exited 124 (its deadline passed)" in str(failed.value)
+
+
+def test_a_refused_handle_removes_nothing():
+    handle = started_handle("unix:///nonexistent.sock")
+    handle.touched = False
+    handle.close()  # would fail like the test above if it tried to remove
+
+
+# -- the cluster lock, with the real flock(1)
+
+
+def holder(run_id: str) -> Holder:
+    return Holder(run_id, "lab", "ci@runner", 4242, "2026-12-01T03:05:12Z")
+
+
+def take(tmp_path: Path, run_id: str, wait_s: float = 0) -> subprocess.Popen[str]:
+    command = lock_command(holder(run_id), wait_s, str(tmp_path))
+    return subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_second_run_is_refused_naming_the_first_and_gets_it_once_released(tmp_path):
+    first = take(tmp_path, "run-a")
+    assert first.stdout.readline().strip() == "HELD"
+    second = take(tmp_path, "run-b")
+    out, _ = second.communicate(timeout=10)
+    busy = parse_lock_reply(out.splitlines()[0])
+    assert second.returncode == 75
+    assert busy is not None
+    assert busy.holder == holder("run-a")
+    problem = busy_problem(busy, 0, "node1 (10.251.0.11)")
+    assert "held by run run-a (plan lab, by ci@runner, pid 4242" in problem.found
+    assert f"kill {busy.head_pid}" in problem.remedy
+    first.stdin.close()  # the run ends
+    assert first.wait(timeout=5) == 0
+    third = take(tmp_path, "run-c")
+    assert third.stdout.readline().strip() == "HELD"
+    refused = parse_lock_reply(take(tmp_path, "run-d").communicate(timeout=10)[0])
+    assert refused is not None
+    os.kill(int(refused.head_pid), signal.SIGTERM)  # an operator follows the remedy
+    fourth = take(tmp_path, "run-d", wait_s=5)
+    assert fourth.stdout.readline().strip() == "HELD"
+    fourth.stdin.close()
+    third.stdin.close()
+
+
+def _requester(script: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_a_failed_ssh_is_read_with_its_status_though_its_output_closed_first():
+    """ssh closes its output a moment before it exits. Read then, the status was still None
+    and a refused connection read as a head that never answered (a CI run on a slower
+    machine). Here the gap is widened to 0.5 s."""
+    refused = _requester("exec >&-; echo 'ssh: connect to host 127.0.0.1 port 1: Connection "
+                         "refused' >&2; sleep 0.5; exit 255")  # fmt: skip
+    held, busy, (status, said) = read_answer(refused, 10)
+    assert (held, busy, status) == (None, None, 255)
+    assert "Connection refused" in said
+    silent = _requester("read line")  # ends when its stdin is closed
+    held, busy, (status, _) = read_answer(silent, 0.3)
+    assert (held, busy, status) == (None, None, None)
+
+
+CONTROLLER = """
+import subprocess, sys, time
+held = subprocess.Popen(["sh", "-c", sys.argv[1]], stdin=subprocess.PIPE)
+time.sleep(600)
+"""
+
+
+def test_a_killed_holder_frees_the_lock_with_its_pipe(tmp_path):
+    """kill -9 of the holding controller: no clean-up code runs, the kernel closes its end
+    of the pipe, the head's shell reads EOF and ends, and the lock with it."""
+    command = lock_command(holder("run-a"), 0, str(tmp_path))
+    controller = subprocess.Popen([sys.executable, "-c", CONTROLLER, command])
+    while not (tmp_path / "holder.pid").exists():
+        time.sleep(0.05)
+    refused = take(tmp_path, "run-b")
+    assert refused.communicate(timeout=10)[0].startswith("BUSY")
+    controller.kill()
+    controller.wait()
+    waiting = take(tmp_path, "run-b", wait_s=5)
+    assert waiting.stdout.readline().strip() == "HELD"
+    waiting.stdin.close()
+
+
+def test_a_waiting_run_gets_the_lock_when_the_first_ends(tmp_path):
+    first = take(tmp_path, "run-a")
+    assert first.stdout.readline().strip() == "HELD"
+    second = take(tmp_path, "run-b", wait_s=20)
+    threading.Timer(1.0, first.stdin.close).start()
+    assert second.stdout.readline().strip() == "HELD"
+    second.stdin.close()
+    second.wait(timeout=5)
+
+
+# -- signals during teardown
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_teardown_holds_ctrl_c_sigterm_and_sighup_until_it_is_done(number):
+    said: list[str] = []
+    finished = []
+    deferred = sigint_deferred(said.append)
+    deferred.__enter__()
+    os.kill(os.getpid(), number)
+    finished.append("the removal ran to its end")
+    with pytest.raises(KeyboardInterrupt):
+        deferred.__exit__(None, None, None)
+    assert finished
+    assert said == [f"{signal.Signals(number).name}: removing this run's containers first"]
+
+
+# -- SIGTERM and SIGHUP end a pytest run the way Ctrl-C does (teardown runs)
+
+HOLDS_SOMETHING = """
+import os, pathlib, time, pytest
+
+@pytest.fixture(scope="session")
+def held():
+    pathlib.Path(f"started-{os.getpid()}").write_text("")
+    yield
+    time.sleep(1)  # a removal takes a while; the controller must wait for it
+    pathlib.Path("torn-down").write_text(str(os.getpid()))
+
+def test_long(held):
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist):
+    """A CI cancel (SIGTERM) or a closed terminal (SIGHUP) to pytest, or to xdist's
+    controller alone: the session's teardown runs (the deployment's removal is there)."""
+    (tmp_path / "test_holds.py").write_text(HOLDS_SOMETHING)
+    plan = ROOT / "inventories" / "h200-device.yaml"  # any plan: nothing reaches its node
+    argv = [sys.executable, "-m", "pytest", f"--inventory={plan}", "-p", "no:cacheprovider",
+            "-q", *xdist, "test_holds.py"]  # fmt: skip
+    run = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)  # fmt: skip
+    end = time.monotonic() + 60
+    while not list(tmp_path.glob("started-*")) and time.monotonic() < end:
+        time.sleep(0.1)
+    run.send_signal(number)
+    out = run.communicate(timeout=60)[0]
+    assert (tmp_path / "torn-down").exists(), out
+    assert run.returncode == 2, out  # pytest's "interrupted", as for Ctrl-C
+
+
+def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
+    """`deploy down` on the plan whose one node is this machine (connection: local), whose
+    Docker has no daemon: the node, what Docker said, and the command to finish it."""
+    plan = Path(__file__).parents[2] / "inventories" / "h200-device.yaml"
+    done = subprocess.run([sys.executable, "-m", "infergate.cli", "down", "--run", "r1",
+                           "--inventory", str(plan)], capture_output=True, text=True,
+                          env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"},
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("h200 (localhost): 2 problem(s)")
+    assert "exited 1: h200 (localhost): its Docker engine at unix:///nonexistent.sock does " in (
+        done.stdout
+    )
+    assert f"infergate down --run r1 --inventory {plan}" in done.stdout
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
+    """The plan whose one node is this machine: while another run holds its lock (the real
+    lock, in /run/infergate/lock/localhost), the preflight is refused at once naming that
+    run, in one process and under xdist (where the controller asks for it, once)."""
+    plan = Path(__file__).parents[2] / "inventories" / "h200-device.yaml"
+    inventory = parse_inventory(yaml.safe_load(plan.read_text()))
+    command = lock_command(holder("20261201-031500-aaaabbbbccccdddd"), 30, lock_dir(inventory))
+    other = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout.readline().strip() == "HELD"
+        run = pytester.runpytest_subprocess(
+            "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+            f"--inventory={plan}", "-m", "preflight", "--lock-wait", "0", *xdist, *PHASE_DIRS,
+            "--report-dir", str(pytester.path / "reports"),
+        )  # fmt: skip
+    finally:
+        other.stdin.close()
+        other.wait(timeout=10)
+    said = run.stdout.str() + run.stderr.str()
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert "h200 (localhost): 1 problem(s)" in said
+    assert "the cluster lock is held by run 20261201-031500-aaaabbbbccccdddd (plan lab, by " in (
+        said
+    )
+    assert " passed" not in said
+
+
+def test_a_head_ssh_cannot_reach_is_left_to_the_ssh_tests(pytester, tmp_path):
+    """The lock is not taken when SSH cannot reach the head (nothing can start there), and
+    the run goes on so that the SSH test names the head with its own remedy."""
+    path = closed_plan(tmp_path)
+    run = pytester.runpytest_subprocess(
+        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+        f"--inventory={path}", "-m", "preflight", "-k", "ssh", "--lock-wait", "0", *PHASE_DIRS,
+        "--report-dir", str(tmp_path / "reports"),
+    )  # fmt: skip
+    said = run.stdout.str()
+    assert "infergate: cluster lock not taken: node1 (127.0.0.1) is unreachable over SSH" in said
+    assert run.ret == pytest.ExitCode.TESTS_FAILED, said
+    assert "node1 (127.0.0.1) is unreachable over SSH" in said.split("cluster lock not taken")[1]
+
+
+def test_deploy_down_leaves_the_run_that_holds_the_cluster(tmp_path):
+    """A run that holds the lock is running: `deploy down --run` of it removes nothing and
+    says so (its own teardown removes its containers)."""
+    plan = ROOT / "inventories" / "h200-device.yaml"
+    inventory = parse_inventory(yaml.safe_load(plan.read_text()))
+    live = "20261201-032000-1111222233334444"
+    command = lock_command(holder(live), 30, lock_dir(inventory))
+    other = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout.readline().strip() == "HELD"
+        done = subprocess.run([sys.executable, "-m", "infergate.cli", "down", "--run", live,
+                               "--inventory", str(plan)], capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+    finally:
+        other.stdin.close()
+        other.wait(timeout=10)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith(f"h200 (localhost): the cluster lock is held by run {live} ")
+    assert "it is running; nothing removed" in done.stdout
+
+
+class _Controller:
+    """What xdist's controller hook reads of its config: no pytest run needed."""
+
+    def __init__(self, args: list[str], endpoint: str | None = None) -> None:
+        self.args = args
+        self.stash = pytest.Stash()
+        self.option = type("Option", (), {"collectonly": False})()
+        self.endpoint = endpoint
+
+    def getoption(self, name: str) -> str | None:
+        assert name == "endpoint"
+        return self.endpoint
+
+
+@pytest.mark.parametrize(
+    ("args", "ids", "endpoint", "locked"),
+    [
+        (["tests_preflight"], ["tests_preflight/test_host.py::t[node1]"], None, True),
+        # --pyargs: the ids start inside the suite's folder; the argument names the suite
+        (["infergate.tests_preflight"], ["test_host.py::t[node1]"], None, True),
+        (["infergate.tests_inference"], ["test_performance.py::t[c1]"], None, True),
+        (["infergate.tests_inference"], ["test_performance.py::t[c1]"], "http://h/v1", False),
+        (["selftest_dir"], ["test_other.py::t"], None, False),
+    ],
+)
+def test_the_xdist_controller_takes_the_lock_for_the_phases_collected(
+    monkeypatch, args, ids, endpoint, locked
+):
+    taken = []
+    monkeypatch.setattr(runs, "take_lock", taken.append)
+    controller = _Controller(args, endpoint)
+    runs.take_lock_for(controller, runs.phases_of(ids, controller.args))  # type: ignore[arg-type]
+    assert bool(taken) is locked
