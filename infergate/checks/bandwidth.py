@@ -1,10 +1,6 @@
 """What each rail carries, node to node: `ib_write_bw` per planned HCA pair where perftest is on
-both nodes, else a bounded TCP stream over the fabric addresses.
-
-A ConnectX-7 that reports 200 Gb/s and PCIe Gen5 x4 can carry ~13 Gb/s after a bad init,
-with clean counters: only a measurement shows it (NVIDIA/dgx-spark-playbooks PR #108). The
-playbook's own figures are 92.57 and 97.28 Gb/s per logical port with `ib_write_bw
---report_gbits` (nvidia/connect-two-sparks/assets/performance_benchmarking_guide.md).
+both nodes, else a bounded TCP stream over the fabric addresses. Only a measurement shows a
+rail that links at full rate yet carries a fraction of it (docs/checks.md#rail-bandwidth).
 """
 
 from __future__ import annotations
@@ -15,22 +11,18 @@ from dataclasses import dataclass
 
 from infergate.problems import Problem
 
-# 80 % of the lower rail NVIDIA publishes for two Sparks (92.57 Gb/s): a healthy rail passes
-# with room, the ~13 Gb/s of a bad init fails by a factor of five
+# 80 % of NVIDIA's lower figure for two Sparks (docs/checks.md#rail-bandwidth)
 IB_DEFAULT_MIN_GBPS = 74.1
-# Each measurement's window: a quarter second is thousands of round trips on a fabric (RTTs
-# of microseconds), far past TCP's slow start. Every rail runs at once, so the test costs
-# about this plus two SSH round trips; in a full preflight it overlaps the in-image probe
+# thousands of fabric round trips, far past TCP's slow start
 SECONDS = 0.25
-IB_SECONDS = 1  # perftest's `-D` takes whole seconds
-# The receiver gives up this long after it started, should no sender come (the run killed)
+# perftest's `-D` takes whole seconds
+IB_SECONDS = 1
+# the receiver gives up this long after it started, should no sender come
 RECEIVER_TTL_S = 20
 MARKER = "infergate-bandwidth"
 
-# Binds the fabric address on a free port, forks and reports it (so SSH returns), then counts
-# what one sender delivers for SECONDS after its first byte and answers the count on the same
-# connection. Counted at the receiver, the figure is what crossed the link, not what sat in a
-# send buffer. It reads on until the sender closes, so the answer is not lost to a reset.
+# Counted at the receiver: what crossed the link, not what sat in a send buffer
+# (docs/checks.md#rail-bandwidth)
 _RECEIVE = """
 import os, socket, sys, time
 addr, secs, ttl = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
@@ -64,7 +56,6 @@ except OSError:
     pass
 """
 
-# Sends until the receiver answers (or its own deadline), then prints the answer
 _SEND = """
 import select, socket, sys, time
 addr, port, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
@@ -102,9 +93,11 @@ def send_command(address: str, port: int, seconds: float = SECONDS) -> str:
 
 @dataclass(frozen=True)
 class Receiver:
+    """A receiver listening on PORT as PID, or the `error` its bind gave ("" while listening)."""
+
     pid: int | None
     port: int | None
-    error: str  # empty when listening
+    error: str
 
 
 def parse_receiver(output: str) -> Receiver:
@@ -117,13 +110,17 @@ def parse_receiver(output: str) -> Receiver:
 
 @dataclass(frozen=True)
 class Rail:
-    """One measured path: from a node (its HCA, or its fabric address) to a peer's."""
+    """One measured path from a node (its HCA, or its fabric address) to a peer's; `gbps` is
+    None where the tool gave no figure, and `said` is then what it said instead.
+
+    Sample paths: ``10.252.0.11 -> 10.252.0.12 (TCP)``, ``rocep1s0f1 -> rocep1s0f1 (ib_write_bw)``
+    """
 
     sender: str
     receiver: str
-    path: str  # "10.252.0.11 -> 10.252.0.12 (TCP)", "rocep1s0f1 -> rocep1s0f1 (ib_write_bw)"
-    gbps: float | None  # None: no figure
-    said: str  # what the tool said where it gave no figure
+    path: str
+    gbps: float | None
+    said: str
 
 
 def parse_tcp_answer(output: str) -> tuple[float | None, str]:
@@ -176,19 +173,19 @@ def parse_ib_write_bw(output: str) -> tuple[float | None, str]:
     return None, (said[-1] if said else "ib_write_bw printed nothing")[:200]
 
 
-UNREACHABLE = "Network is unreachable"  # strerror(ENETUNREACH): no route on the sender
+# strerror(ENETUNREACH): said by the sender's own kernel, which has no route
+UNREACHABLE = "Network is unreachable"
 
 
 def check_rails(rails: list[Rail], min_gbps: float, key: str) -> dict[str, list[Problem]]:
-    """Each rail below MIN_GBPS is a problem of its sending node; one that gave no figure at
-    all, of its receiving node: the stream never ran, so what the facts show is a port there
-    that a peer cannot reach, not a slow link (unless the sender has no route to the fabric:
-    ENETUNREACH is said by the sender's own kernel)."""
+    """Each rail below MIN_GBPS is a problem of its sending node; one that gave no figure, of
+    its receiving node (a port there a peer cannot reach), unless the sender has no route
+    (docs/checks.md#rail-bandwidth)."""
     problems: dict[str, list[Problem]] = {}
     for rail in rails:
         if rail.gbps is not None and rail.gbps >= min_gbps:
             continue
-        if rail.gbps is None and UNREACHABLE in rail.said:  # the sender has no route at all
+        if rail.gbps is None and UNREACHABLE in rail.said:
             problems.setdefault(rail.sender, []).append(_no_route(rail, min_gbps, key))
         elif rail.gbps is None:
             problems.setdefault(rail.receiver, []).append(_no_stream(rail, min_gbps, key))

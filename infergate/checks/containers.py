@@ -1,8 +1,6 @@
-"""Containers on a node that the plan does not know: in the two-Spark report a leftover
-embeddings server held 12 GB on node 2 and the worker died of OOM in init_torch_distributed
-(docs/notes.md#two-spark-report). Another run of this suite's containers (a run killed before
-its teardown, or kept) hold memory, ports and GPUs the same way: only this run's own are
-exempt, the others are named by run."""
+"""Containers on a node that the plan does not know: a leftover holds memory, ports and GPUs
+the engine needs (docs/notes.md#two-spark-report). Only this run's own are exempt; another
+run's (killed before its teardown, or kept) are named by run."""
 
 from __future__ import annotations
 
@@ -43,8 +41,16 @@ def parse_docker_ps_json(text: str) -> list[Container]:
     return containers
 
 
-_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "kB": 10**3,
-          "MB": 10**6, "GB": 10**9}  # fmt: skip
+_UNITS = {
+    "B": 1,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+    "kB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+}
 
 
 def parse_docker_stats_json(text: str) -> dict[str, int]:
@@ -101,8 +107,11 @@ def _foreign(c: Container, memory: dict[str, int], allowed: tuple[str, ...]) -> 
 def _other_run(
     c: Container, owner: str, memory: dict[str, int], run_id: str, inventory_path: str | None
 ) -> Problem:
-    kind = "the in-image probe" if PROBE_LABEL in c.labels and RUN_LABEL not in c.labels else (
-        f"plan {c.labels.get(PLAN_LABEL, '?')}")  # fmt: skip
+    kind = (
+        "the in-image probe"
+        if PROBE_LABEL in c.labels and RUN_LABEL not in c.labels
+        else f"plan {c.labels.get(PLAN_LABEL, '?')}"
+    )
     return Problem(
         found=f"container {c.name} of infergate run {owner} ({kind}, {c.status}"
         f"{_holding(c, memory)}) running",

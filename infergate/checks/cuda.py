@@ -1,11 +1,6 @@
 """Driver against the image's CUDA: versions, forward-compatibility libraries, and what CUDA
-initialisation actually said (https://docs.nvidia.com/deploy/cuda-compatibility/; the two-Spark
-report's container ran CUDA 13.1 on a CUDA 13.0 driver: docs/notes.md#two-spark-report).
-
-An image runs natively when its CUDA is no newer than the driver's. A newer minor of the same
-major runs by minor-version compatibility, minus PTX JIT and features that need the newer
-driver; anything more needs forward compatibility (the image's /usr/local/cuda/compat), which
-NVIDIA documents for data-center GPUs only. A CUDA init probe in the image settles it.
+initialisation actually said. The versions only predict; a CUDA init probe in the image
+settles it (docs/checks.md#cuda-compatibility).
 """
 
 from __future__ import annotations
@@ -141,9 +136,12 @@ class CompatFacts(Protocol):
 
 @dataclass(frozen=True)
 class ImageLibcuda:
+    """The libcuda version in the image's /usr/local/cuda/compat, and whether the image's
+    LD_LIBRARY_PATH puts that directory first."""
+
     host_driver: str
-    compat_driver: str | None  # the libcuda version in the image's /usr/local/cuda/compat
-    on_path: bool  # the image's LD_LIBRARY_PATH puts that directory first
+    compat_driver: str | None
+    on_path: bool
 
 
 def image_libcuda(
@@ -161,12 +159,16 @@ def image_libcuda(
 
 @dataclass(frozen=True)
 class CudaInit:
-    ok: bool | None  # None: the text says nothing either way
-    code: int | None  # CUresult / cudaError number where one was printed
+    """CUDA init's verdict (`ok` None where the text says nothing either way), the CUresult or
+    cudaError `code` printed, the `evidence` line that decided, cuDriverGetVersion's
+    `driver_api`, and `wants_driver`: the driver an NGC banner says the image was built for."""
+
+    ok: bool | None
+    code: int | None
     name: str | None
-    evidence: str  # the line that decided
-    driver_api: CudaVersion | None = None  # cuDriverGetVersion
-    wants_driver: str | None = None  # from an NGC banner: the driver the image was built for
+    evidence: str
+    driver_api: CudaVersion | None = None
+    wants_driver: str | None = None
 
 
 _CUINIT = re.compile(r"cuInit rc=(\d+) name=(\S+) driverVersion=(\d+)")
@@ -175,8 +177,10 @@ _BANNER = re.compile(
     r"and compatibility mode is UNAVAILABLE"
 )
 _RUNTIME_ERROR = re.compile(r"Error (80[234]): ([^(\n]+)")
-_TORCH_ERROR = re.compile(r"torch cuda error: (.+)")  # gpu_probe.py's line for any other error
-_TOO_OLD = re.compile(r"driver on your system is too old \(found version (\d+)\)")  # torch: 35
+# gpu_probe.py's line for any other error
+_TORCH_ERROR = re.compile(r"torch cuda error: (.+)")
+# torch's words for error 35
+_TOO_OLD = re.compile(r"driver on your system is too old \(found version (\d+)\)")
 
 
 def parse_cuda_init(text: str) -> CudaInit:
@@ -210,7 +214,8 @@ def _failure(text: str, cuinit: re.Match[str] | None) -> CudaInit | None:
     if too_old := _TOO_OLD.search(text):
         api = parse_cuda_version(too_old[1])
         return CudaInit(False, 35, CURESULT_NAMES[35], _line_of(text, too_old), api)
-    if torch := _TORCH_ERROR.search(text):  # e.g. no kernel image for this GPU's architecture
+    # e.g. no kernel image for this GPU's architecture
+    if torch := _TORCH_ERROR.search(text):
         return CudaInit(False, None, torch[1][:120], _line_of(text, torch))
     return None
 
@@ -247,9 +252,8 @@ def check_cuda_compatibility(
     libs: CompatFacts | None = None,
 ) -> list[Problem]:
     """The image's CUDA runs on this driver. A CUDA init probe's verdict overrides the
-    prediction; without one, a newer major fails, and so does a newer minor on a GPU where
-    forward compatibility is not documented (GB10), until a probe proves it. `libs` (which
-    libcuda is loaded) lets a failure's remedy name the cause."""
+    prediction; without one, a newer major fails, and a newer minor where forward compatibility
+    is undocumented (GB10). `libs` (the loaded libcuda) lets a failure's remedy name the cause."""
     planned = _planned(driver_cuda, image_cuda)
     if init is not None and init.ok is not None:
         if init.ok:
@@ -261,7 +265,8 @@ def check_cuda_compatibility(
     if image_cuda <= driver_cuda:
         return []
     if image_cuda[0] == driver_cuda[0] and forward_compat_supported(gpu_name):
-        return []  # minor-version compatibility; cuda_compatibility_warnings says its limits
+        # minor-version compatibility: cuda_compatibility_warnings says its limits
+        return []
     return [_unproven(driver_cuda, image_cuda, gpu_name, planned)]
 
 
@@ -319,9 +324,7 @@ def _init_remedy(
     return fix
 
 
-# 802 "system not yet initialized": on NVSwitch systems (HGX A100/H100/H200/B200) CUDA waits
-# for the fabric manager, which must run at the driver's exact version (pytorch/pytorch#35710,
-# huggingface/huggingface_hub#4134, aws-deep-learning-ami-ubuntu-dcv-desktop#33)
+# 802 on NVSwitch: no fabric manager of the driver's version (docs/checks.md#cuda-compatibility)
 _FABRIC_MANAGER = (
     "the NVSwitch fabric is not initialised: the fabric manager is missing, stopped or at "
     "another version than the driver: `systemctl status nvidia-fabricmanager` (start and enable "

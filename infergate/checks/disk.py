@@ -1,10 +1,6 @@
-"""Where the engine writes on a node, and the file system each of those places is on.
-
-The engine writes into three kinds of place: the Docker root (the image's layers when it is
-loaded, and every container's own layer, where a cache that no volume maps ends up), the
-model directory (when the model is copied there), and the compile/JIT caches that the plan's
-env (or the engines' defaults) name and `engine.docker_args` maps onto the host. One probe
-section asks `findmnt` about each: the file system's type, source and free bytes.
+"""Where the engine writes on a node, and the file system each of those places is on: the
+Docker root, the model directory, and the compile/JIT caches that `engine.docker_args` maps
+onto the host. One probe section asks `findmnt` about each (docs/checks.md#disk-space).
 """
 
 from __future__ import annotations
@@ -17,16 +13,11 @@ from dataclasses import dataclass
 
 from infergate.plan.docker_args import parse_docker_args
 
-# The engine images run as root (vllm/vllm-openai, lmsysorg/sglang, NGC), so `~` in the
-# container is /root unless the plan's env sets HOME
+# the engine images run as root: `~` in the container unless the plan's env sets HOME
 ROOT_HOME = "/root"
 
-# The compile/JIT caches of a vLLM or SGLang stack, by the env name that moves each, with the
-# default where one is documented (`~` the container's home). The list is the seven caches
-# that an NFS-shared cache tree broke on two DGX Sparks
-# (https://github.com/tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark/issues/27),
-# plus the hub's own cache. Defaults: huggingface_hub ($XDG_CACHE_HOME/huggingface), vLLM's
-# envs.py ($XDG_CACHE_HOME/vllm), Triton (~/.triton/cache), Inductor (/tmp/torchinductor_$USER).
+# The compile/JIT caches by the env name that moves each, with its documented default (`~`:
+# the container's home); the list and the defaults' sources: docs/checks.md#disk-space
 CACHE_DEFAULTS: dict[str, str | None] = {
     "HF_HOME": "{xdg}/huggingface",
     "VLLM_CACHE_ROOT": "{xdg}/vllm",
@@ -38,14 +29,18 @@ CACHE_DEFAULTS: dict[str, str | None] = {
     "FLASHINFER_WORKSPACE_BASE": None,
 }
 
-DOCKER_ROOT = "docker-root"  # the section's line that names the Docker root
-IMAGE_SIZE = "image-size"  # and the one with the planned image's size (bytes), if present
+# the disk section's lines that name the Docker root and the planned image's size (bytes)
+DOCKER_ROOT = "docker-root"
+IMAGE_SIZE = "image-size"
 
 
 @dataclass(frozen=True)
 class Volume:
-    source: str  # a host path, or a named volume (no leading /)
-    target: str  # the path in the container
+    """A `-v` of engine.docker_args: its `source` a host path, or a named volume (no leading /),
+    its `target` the path in the container."""
+
+    source: str
+    target: str
     read_only: bool
 
 
@@ -63,7 +58,9 @@ def volumes_of(docker_args: Sequence[str]) -> list[Volume]:
 
 @dataclass(frozen=True)
 class ContainerPlan:
-    env: dict[str, str]  # the container's env as the launch builds it
+    """The engine container's env, as the launch builds it, and its volumes."""
+
+    env: dict[str, str]
     volumes: list[Volume]
 
 
@@ -133,10 +130,13 @@ def disk_section(image_ref: str, paths: Sequence[str]) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Mount:
+    """A file system: `avail` is the bytes free to an unprivileged writer, `target` its mount
+    point (both None in the two-column form)."""
+
     fstype: str
     source: str
-    avail: int | None  # bytes free to an unprivileged writer; None in the two-column form
-    target: str | None  # the mount point
+    avail: int | None
+    target: str | None
 
 
 _ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
@@ -157,9 +157,12 @@ def parse_findmnt_raw(line: str) -> Mount:
 
 @dataclass(frozen=True)
 class DiskFacts:
-    docker_root: str | None  # None: no Docker engine answered `docker info`
-    image_bytes: int | None  # the planned image's size; None where it is not on the node
-    mounts: dict[str, Mount]  # path -> the file system it is on
+    """The Docker root (None: no engine answered `docker info`), the planned image's size (None
+    where it is not on the node), and the file system each path is on."""
+
+    docker_root: str | None
+    image_bytes: int | None
+    mounts: dict[str, Mount]
 
 
 def parse_disk_section(text: str) -> DiskFacts:

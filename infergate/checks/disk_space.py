@@ -1,8 +1,6 @@
-"""Free space where the engine writes: each file system holds what the plan puts on it.
-
-A node needs room for the image's layers where the image is not loaded yet ("no space left
-on device" during `docker load` is a classic), for the model where it must be copied, and on
-every file system a compile/JIT cache writes to, for what the first launch compiles.
+"""Free space where the engine writes: each file system holds what the plan puts on it, the
+image where it is not loaded yet, the model where it must be copied, and room for what the
+first launch compiles wherever a compile/JIT cache writes (docs/checks.md#disk-space).
 """
 
 from __future__ import annotations
@@ -29,21 +27,20 @@ from infergate.problems import Problem
 
 GIB = 2**30
 
-# Room each file system a compile/JIT cache writes to keeps free for a first launch. FlashInfer
-# ships its prebuilt JIT kernels for one CUDA version as wheels each held under GitHub's 2 GiB
-# release-asset limit (https://github.com/flashinfer-ai/flashinfer/issues/4035): a cold JIT
-# of what a serving path reaches writes up to that much, and vLLM's torch.compile artifacts,
-# Triton's and DeepGEMM's kernels come on top (all seven caches:
-# https://github.com/tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark/issues/27)
+# Free room for a first launch's JIT, on each file system a cache writes to: FlashInfer's cold
+# JIT alone writes up to 2 GiB (flashinfer-ai/flashinfer#4035; docs/checks.md#disk-space)
 JIT_HEADROOM_GIB = 4.0
 
 
 @dataclass(frozen=True)
 class Need:
-    path: str  # where on the host
+    """What the engine puts at `path` on the host, and `why` (for JIT headroom: the caches it is
+    for); `headroom` counts once per file system."""
+
+    path: str
     gib: float
-    why: str  # what the engine puts there (for JIT headroom: the caches it is for)
-    headroom: bool = False  # JIT headroom: counted once per file system
+    why: str
+    headroom: bool = False
 
 
 def disk_of(sections: Sections) -> DiskFacts:
@@ -125,7 +122,8 @@ def _short(mount: Mount, group: list[Need]) -> Problem | None:
     free = mount.avail / GIB
     fix = f"free {total - free:.1f} GiB on {target}: `du -xh -d 2 {target} | sort -h | tail`"
     fix += " shows what fills it"
-    if any("container" in n.why or "image" in n.why for n in group):  # the Docker root
+    # the Docker root, which holds the image and the containers' layers
+    if any("container" in n.why or "image" in n.why for n in group):
         fix += "; `docker system prune` removes stopped containers and unused images"
     if headroom:
         fix += "; or map the caches to a disk with room (`-v DIR:CACHE` in engine.docker_args)"

@@ -156,8 +156,11 @@ def perftest_of(sections: Sections) -> bool:
 
 @dataclass(frozen=True)
 class ModelDir:
-    files: dict[str, FileStat] | None  # None: no such directory
-    shards: set[str] | None  # None: no index (a single-file model)
+    """The model directory's files (None: no such directory), the shards its index names
+    (None: no index, a single-file model), and what is wrong with its config.json."""
+
+    files: dict[str, FileStat] | None
+    shards: set[str] | None
     config_error: str | None
 
 
@@ -198,9 +201,12 @@ def smi_table_of(sections: Sections) -> SmiTable:
 
 @dataclass(frozen=True)
 class CompatLibs:
+    """The libcuda version in /usr/local/cuda/compat, if any, and whether the loader resolves
+    libcuda from there."""
+
     host_driver: str
-    compat_driver: str | None  # the libcuda version in /usr/local/cuda/compat, if any
-    on_path: bool  # the loader resolves libcuda from there
+    compat_driver: str | None
+    on_path: bool
 
 
 def compat_libs_of(sections: Sections) -> CompatLibs:

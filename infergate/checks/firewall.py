@@ -1,11 +1,6 @@
 """The ports used after the rendezvous: a sample dialled between every pair of nodes, and the
-firewall rules that explain a port that does not answer.
-
-NCCL, Gloo, ZMQ and Ray open listeners on ports from the ephemeral range (and Ray's workers
-on its worker range) once the dist-init port has answered, so a firewall that lets dist-init
-through still hangs the launch. NCCL's own docs: "NCCL opens TCP ports to connect processes
-together", from net.ipv4.ip_local_port_range, which is the range a firewall must let in
-(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/networking_troubleshooting.html).
+firewall rules that explain a port that does not answer. Those ports are ephemeral, so a
+firewall that lets dist-init through still hangs the launch (docs/checks.md#firewall).
 The rules are read, never changed.
 """
 
@@ -19,7 +14,8 @@ from infergate.checks.node_ports import PortRange
 from infergate.engines.ports import PortSpan
 from infergate.problems import Problem
 
-SAMPLE_PER_RANGE = 3  # its two ends and its middle: where a rule's bounds cut a range
+# its two ends and its middle: where a rule's bounds cut a range
+SAMPLE_PER_RANGE = 3
 
 
 def sample_ports(
@@ -49,14 +45,17 @@ def _inward(port: int, low: int, high: int) -> range:
 @dataclass(frozen=True)
 class Rules:
     """What a node's firewall says about incoming traffic: per tool, the lines that drop or
-    reject, or why they could not be read."""
+    reject (maybe none), or why its rules could not be read."""
 
-    blocking: dict[str, list[str]]  # tool -> its dropping/rejecting lines (may be empty)
-    unknown: dict[str, str]  # tool -> why its rules are unknown
+    blocking: dict[str, list[str]]
+    unknown: dict[str, str]
 
     def describe(self) -> str:
-        said = [f"{tool} drops/rejects with `{'`, `'.join(lines[:4])}`"
-                for tool, lines in self.blocking.items() if lines]  # fmt: skip
+        said = [
+            f"{tool} drops/rejects with `{'`, `'.join(lines[:4])}`"
+            for tool, lines in self.blocking.items()
+            if lines
+        ]
         said += [f"{tool} unknown ({why})" for tool, why in self.unknown.items()]
         return "; ".join(said) or "neither iptables nor nft shows a rule that drops"
 
@@ -139,10 +138,16 @@ def _why(rc: int, text: str) -> str:
 
 @dataclass(frozen=True)
 class Dial:
-    source: str  # the node that dialled
+    """One dial of a sampled port from `source`, the node that dialled; `range` is the range
+    the port samples.
+
+    Sample results: ``ok 0.4``, ``error TimeoutError timed out``
+    """
+
+    source: str
     port: int
-    range: str  # the range the port samples
-    result: str  # `ok 0.4` or `error TimeoutError timed out`
+    range: str
+    result: str
 
 
 def check_listened(listened: tuple[int, ...], refused: dict[int, str]) -> list[Problem]:

@@ -37,11 +37,14 @@ _UNREADABLE = frozenset({"", "N/A", "[N/A]", "Not Supported", "[Not Supported]",
 
 @dataclass(frozen=True)
 class Gpu:
+    """A GPU as nvidia-smi reports it; a memory figure is None where it reports none (GB10's
+    unified memory)."""
+
     index: int
     name: str
     uuid: str | None = None
     driver: str | None = None
-    memory_total_mib: int | None = None  # None: not reported (GB10's unified memory)
+    memory_total_mib: int | None = None
     memory_used_mib: int | None = None
     memory_free_mib: int | None = None
     compute_cap: str | None = None
@@ -49,16 +52,21 @@ class Gpu:
 
 @dataclass(frozen=True)
 class GpuProcess:
+    """A process that holds GPU memory; `gpu` is the GPU's UUID (compute-apps) or index (the
+    table)."""
+
     pid: int
     name: str
     used_mib: int | None
-    gpu: str | None  # the GPU's UUID (compute-apps) or index (the table)
+    gpu: str | None
 
 
 @dataclass(frozen=True)
 class SmiTable:
+    """Plain nvidia-smi: the driver, the newest CUDA it supports ("13.0"), GPUs, processes."""
+
     driver: str
-    cuda: str  # the newest CUDA the driver supports, as "13.0"
+    cuda: str
     gpus: tuple[Gpu, ...]
     processes: tuple[GpuProcess, ...]
 
@@ -84,9 +92,8 @@ def _csv(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
 
 
 def parse_nvidia_smi_query_gpu(text: str, fields: Sequence[str] = QUERY_GPU_FIELDS) -> list[Gpu]:
-    """Parse `nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used,
-    memory.free,compute_cap --format=csv,noheader,nounits` (or `--format=csv`: the header
-    names the fields). Pass `fields` when the query asked for others.
+    """Parse `nvidia-smi --query-gpu=<QUERY_GPU_FIELDS> --format=csv,noheader,nounits` (or
+    `--format=csv`, whose header names the fields); pass `fields` when the query asked others.
 
     Sample line: ``0, NVIDIA H200, GPU-715f7b3a-5f16-d91c-563a-e9480197a7b4, 580.159.04,
     143771, 0, 143156, 9.0``; on GB10: ``0, NVIDIA GB10, [N/A], [N/A], [N/A]``
@@ -167,11 +174,13 @@ def _table_process(match: re.Match[str]) -> GpuProcess:
 
 @dataclass(frozen=True)
 class TorchFacts:
+    """The probe's torch facts; `mem_get_info` is (free, total) bytes per device."""
+
     torch: str | None
     torch_cuda: str | None
     nccl: str | None
     devices: tuple[str, ...]
-    mem_get_info: tuple[tuple[int, int], ...]  # (free, total) bytes per device
+    mem_get_info: tuple[tuple[int, int], ...]
 
 
 def parse_torch_facts_json(text: str) -> TorchFacts:

@@ -1,12 +1,7 @@
 """GPU health before a launch, from one `nvidia-smi --query-gpu` of the probe: throttling that
-is a fault (not the power cap a loaded GPU rides), clocks or power held by a setting left
-behind, uncorrected ECC errors and pending or failed row remapping; and each node against its
-peers, whose GPUs of one model must share the SM clock ceiling and the power limit.
-
-The clock event reasons are NVML's bitmask (https://docs.nvidia.com/deploy/nvml-api/
-group__nvmlClocksEventReasons.html). Where a GPU cannot read a field (GB10 answers "[N/A]" for
-ECC and row remapping; an H200 for retired pages, which it replaced by row remapping), the
-value is None: reported as N/A, neither a pass nor a failure.
+is a fault, clocks or power held by a setting left behind, uncorrected ECC errors, pending or
+failed row remapping; and each node against its peers. A field a GPU cannot read is None:
+reported as N/A, neither a pass nor a failure (docs/checks.md#gpu-health).
 """
 
 from __future__ import annotations
@@ -35,7 +30,8 @@ HEALTH_FIELDS = (
     "remapped_rows.failure",
 )
 
-# nvmlClocksEventReason* bits: those that mean the GPU is held back by heat or by hardware
+# NVML's clock event reasons that mean heat or hardware holds the GPU back
+# (https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.html)
 FAULT_REASONS = {
     0x8: "HW slowdown",
     0x20: "SW thermal slowdown",
@@ -49,6 +45,9 @@ OTHER_REASONS = {0x1: "GPU idle", 0x4: "SW power cap", 0x10: "sync boost", 0x100
 
 @dataclass(frozen=True)
 class GpuHealth:
+    """One GPU's health fields, None where it cannot read one; `reasons` is the
+    clocks_event_reasons.active bitmask, `ecc_uncorrected` counts since the driver loaded."""
+
     index: int
     name: str
     temperature_c: int | None
@@ -57,10 +56,10 @@ class GpuHealth:
     power_w: float | None
     power_limit_w: float | None
     power_default_w: float | None
-    reasons: int | None  # the clocks_event_reasons.active bitmask
+    reasons: int | None
     app_clock_mhz: int | None
     default_app_clock_mhz: int | None
-    ecc_uncorrected: int | None  # volatile: since the driver loaded
+    ecc_uncorrected: int | None
     retired_pending: bool | None
     remap_pending: bool | None
     remap_failed: bool | None
@@ -98,12 +97,8 @@ def _yes(cell: str | None) -> bool | None:
 
 
 def parse_nvidia_smi_health(text: str, fields: Sequence[str] = HEALTH_FIELDS) -> list[GpuHealth]:
-    """Parse `nvidia-smi --query-gpu=index,name,temperature.gpu,clocks.current.sm,
-    clocks.max.sm,power.draw,power.limit,power.default_limit,clocks_event_reasons.active,
-    clocks.applications.graphics,clocks.default_applications.graphics,
-    ecc.errors.uncorrected.volatile.total,retired_pages.pending,remapped_rows.pending,
-    remapped_rows.failure --format=csv,noheader,nounits` (or `--format=csv`, whose header
-    names the fields and whose cells carry units).
+    """Parse `nvidia-smi --query-gpu=<HEALTH_FIELDS> --format=csv,noheader,nounits` (or
+    `--format=csv`, whose header names the fields and whose cells carry units).
 
     Sample line (H200 under load, recorded): ``0, NVIDIA H200, 61, 1470 MHz, 1980 MHz,
     690.56 W, 700.00 W, ..., 0x0000000000000004, ..., 0, [N/A], No, No``

@@ -1,10 +1,7 @@
 """What the kernel and the driver's libraries say about the GPUs: Xid and fatal NVRM lines in
-the kernel log since boot, and NVML's "Driver/library version mismatch" (a driver upgraded
-without a reboot: the loaded kernel module is the old one, the libraries the new).
-
-Xid codes are NVIDIA's (https://docs.nvidia.com/deploy/xid-errors/index.html). The kernel
-log is the probe's one `kernel-log` section (infergate.checks.kernel_log), read once for the
-fabric and the GPUs; its `unreadable` names the permission the probe's user lacks.
+the kernel log since boot (the probe's one `kernel-log` section: infergate.checks.kernel_log),
+and NVML's "Driver/library version mismatch" (a driver upgraded without a reboot). Xid codes
+are NVIDIA's (https://docs.nvidia.com/deploy/xid-errors/index.html).
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ NVML_LIBRARY = (
 _GPU_LINE = re.compile(r"NVRM|Xid")
 # Xid lines: "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus."
 _XID = re.compile(r"NVRM: Xid \((PCI:[0-9a-fA-F:.]+)\): (\d+)")
-# NVRM lines that are faults without an Xid: the module refuses the libraries, or the GPU
-# does not come up
+# NVRM faults without an Xid: the module refuses the libraries, or the GPU does not come up
 _FATAL_NVRM = re.compile(r"NVRM: (API mismatch|.*fallen off the bus|.*RmInitAdapter failed)")
 # "NVRM: API mismatch: the client has the version 570.153.02, but / NVRM: this kernel module
 # has the version 570.144." over two lines (newer drivers name the client first)

@@ -11,10 +11,13 @@ from infergate.problems import Problem
 
 @dataclass(frozen=True)
 class DockerEngine:
+    """The CLI's and the daemon's versions (`server` None: the daemon did not answer), what
+    the CLI said then, and `hung`: the limit `docker version` ran past with no answer."""
+
     client: str | None
-    server: str | None  # None: the daemon did not answer
-    error: str  # what the CLI said when it did not
-    hung: str = ""  # the limit `docker version` ran past: the socket took it, no answer came
+    server: str | None
+    error: str
+    hung: str = ""
 
 
 def parse_os_release(text: str) -> dict[str, str]:
@@ -72,7 +75,8 @@ def check_docker_engine(engine: DockerEngine) -> list[Problem]:
     else:
         found = f"docker CLI {engine.client} but no engine answered: {engine.error or '(silent)'}"
         remedy = "start the engine: `sudo systemctl start docker`, then `docker info`"
-        if "permission denied" in (engine.error or ""):  # the engine runs; its socket is shut
+        # the engine runs, but its socket is shut to this user
+        if "permission denied" in (engine.error or ""):
             remedy = (
                 "the plan's ssh user may not use the engine's socket: add it to the docker "
                 "group on the node (`sudo usermod -aG docker USER`; the next ssh login has "

@@ -1,20 +1,9 @@
 """In-image facts: one container per node runs scripts/in_image.py in the planned image.
 
-The container is the engine's own (Engine.container: GPUs, RDMA devices and memlock, host
-network and IPC, the model, the plan's env, engine.docker_args, the image by ID, never
-pulled), made through the node's Engine API (infergate.remote.docker_api); only its command,
-its name and a label naming this run, so that clean-up removes exactly it, differ.
-Its sections say what the image's own software makes of the plan: versions, the model's
-architecture, the planned flags, a stray /etc/nccl.conf, what the container was given
-(mounts, limits), and the rendezvous all-reduce across the nodes.
-
-The facts that import the engine (about 2 s beyond the import itself on the lab) depend on
-nothing but the image, the model's config.json and the plan; each node caches them under
-~/.cache/infergate/in-image/, keyed by the image ID, config.json, what the engine's adapter
-has the probe import (Engine.probe), the model path, flags and container options, and this
-probe's own text. A hit runs the container for the CUDA init and the rendezvous only, which
-the host's state decides. The cache is read and written by the node's shell (one round trip
-each), the container run through the API.
+The container is the engine's own (Engine.container), made through the node's Engine API;
+only its command, its name and a label naming this run differ. Its sections say what the
+image's own software makes of the plan. The facts that import the engine depend only on the
+image, the model's config and the plan: each node caches them (docs/checks.md#in-image-probe).
 """
 
 from __future__ import annotations
@@ -44,17 +33,16 @@ from infergate.problems import Problem
 SCRIPT = files("infergate.checks").joinpath("scripts/in_image.py").read_text()
 
 CACHE_DIR = '"$HOME/.cache/infergate/in-image"'
-CACHED = ("versions", "model-config", "registry", "flags", "chat-template")  # a hit skips these
+# the sections a cache hit skips: those that import the engine or transformers
+CACHED = ("versions", "model-config", "registry", "flags", "chat-template")
 # the model files beside config.json that the chat-template fact reads: in the cache key
 TOKENIZER_FILES = ("tokenizer_config.json", "chat_template.jinja")
 
 
 def probe_command(args: list[str], master: dict[str, str], facts: str) -> list[str]:
-    """The probe container's command: scripts/in_image.py with ARGS (the engine's probe
-    argument, Engine.probe; model path, rank, world, deadline, then the planned flags), FACTS
-    `fresh` or `cached` (a hit skips the engine's facts). MASTER (the rendezvous's MASTER_ADDR
-    and MASTER_PORT) is set by `env` in the command, not in the container's environment: the
-    container is the launch's own (Engine.container), its command alone differs."""
+    """The probe container's command: scripts/in_image.py with ARGS (Engine.probe's argument,
+    model path, rank, world, deadline, flags) and FACTS `fresh` or `cached`; MASTER is set by
+    `env` in the command, as the container is the launch's own and only its command differs."""
     engine, model, rank, world, deadline, *flags = args
     rendezvous = [f"{key}={value}" for key, value in sorted(master.items())]
     script = [SCRIPT, engine, model, rank, world, deadline, facts, *flags]
@@ -62,24 +50,21 @@ def probe_command(args: list[str], master: dict[str, str], facts: str) -> list[s
 
 
 def cache_lookup_command(spec: ContainerSpec, image_id: str, args: list[str], reuse: bool) -> str:
-    """The node's shell command that names the cache entry of this probe and, with REUSE,
-    prints it when there is one: a first line `KEY true|false`, then the cached sections.
-
-    The key covers the image ID (from the Engine API), the model's config.json and its chat
-    template files (TOKENIZER_FILES) as the node has them, and the engine's probe argument,
-    model path, flags and container options, and this probe's own text: the cached facts
-    depend on nothing else."""
+    """The node's shell command that names this probe's cache entry and, with REUSE, prints it
+    when there is one: a first line `KEY true|false`, then the cached sections. The key covers
+    all the cached facts depend on (docs/checks.md#in-image-probe)."""
     engine, model, _rank, _world, _deadline, *flags = args
     options = [spec.gpus, spec.rdma, list(spec.mounts), list(spec.docker_args)]
     plan = _sha256(json.dumps([SCRIPT, engine, model, flags, options]))
     config = shlex.join(f"{model}/{name}" for name in ("config.json", *TOKENIZER_FILES))
     hit = '[ -s "$cache" ]' if reuse else "false"
-    return "\n".join([
+    lines = [
         f"key=$({{ echo {shlex.quote(image_id)}; cat {config} 2>/dev/null; echo {plan}; }} "
         "| sha256sum | cut -c1-32)",
         f"cache={CACHE_DIR}/$key",
         f'if {hit}; then echo "$key true"; cat "$cache"; else echo "$key false"; fi',
-    ])  # fmt: skip
+    ]
+    return "\n".join(lines)
 
 
 def parse_cache_lookup(stdout: str) -> tuple[str, bool, str]:
@@ -188,11 +173,19 @@ def check_flags(flags: dict[str, Any], engine: Engine) -> list[Problem]:
     if "error" in flags:
         error = str(flags["error"])
         no_engine = error.startswith(("ModuleNotFoundError", "ImportError"))
-        return [Problem(found=f"the {kind} parser failed: {error[:300]}",
-                        planned="the planned flags parsed by the image's engine",
-                        remedy=f"the image has no importable {kind}: check image.ref and "
-                        f"`python3 -c 'import {engine.package}'` in it" if no_engine
-                        else "fix engine.flags: the error names the flag")]  # fmt: skip
+        remedy = (
+            f"the image has no importable {kind}: check image.ref and "
+            f"`python3 -c 'import {engine.package}'` in it"
+            if no_engine
+            else "fix engine.flags: the error names the flag"
+        )
+        return [
+            Problem(
+                found=f"the {kind} parser failed: {error[:300]}",
+                planned="the planned flags parsed by the image's engine",
+                remedy=remedy,
+            )
+        ]
     unknown = [f for f in flags.get("unknown", []) if f.startswith("-")]
     problems = []
     for flag in unknown:
@@ -241,8 +234,13 @@ def parse_in_image_rendezvous(result: dict[str, Any], world: int) -> DistRun:
         said = [f"Gloo all-reduce sum {result.get('gloo_sum')} instead of {world}"]
     lines = [*said, *str(result.get("trace", "")).splitlines()]
     log = parse_torchrun_log(str(result.get("nccl_log", "")))
-    return replace(log, allreduce=nccl_allreduce(result), failures=failures_in(lines),
-                   exit_code=0 if done else 1, tail=tuple(said))  # fmt: skip
+    return replace(
+        log,
+        allreduce=nccl_allreduce(result),
+        failures=failures_in(lines),
+        exit_code=0 if done else 1,
+        tail=tuple(said),
+    )
 
 
 def check_all_reduce(result: dict[str, Any], world: int, deadline: float) -> list[Problem]:

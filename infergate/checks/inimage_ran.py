@@ -1,9 +1,8 @@
 """Whether the in-image probe ran on a node, and when it did not, why: that cause alone.
 
-The probe cannot start where no Docker engine answers or where the image to run is absent;
-the host checks (check_docker_engine, check_image_parity) own those findings, and the
-in-image checks repeat them, word for word, instead of judging sections that were never
-printed. A probe container that started and died says its exit code and what it printed.
+No Docker engine, or no image to run, is the host checks' finding (check_docker_engine,
+check_image_parity), repeated word for word instead of judging sections never printed; a
+probe container that died says its exit code and what it printed.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ from infergate.checks.probe import Section
 from infergate.plan.model import Inventory
 from infergate.problems import Problem
 
-NOT_PROBE_OUTPUT = ("facts-cache",)  # printed by the node's shell, not by the probe
+# printed by the node's shell, not by the probe
+NOT_PROBE_OUTPUT = ("facts-cache",)
 
 
 def image_to_run(inventory: Inventory, ids: dict[str, str | None]) -> str | None:

@@ -1,11 +1,7 @@
 """The kernel log since boot, read once per node for the fabric and the GPU checks: PCIe AER
 errors, mlx5 (ConnectX) errors, and the fabric's links going down once they were up, judged
-here; NVRM/Xid lines, judged by infergate.checks.gpu_kernel.
-
-A Spark whose ConnectX-7 logs a fatal AER loses both HCAs and the engine with them
-(MiaAI-Lab/DeepSeek-v4-Flash-DSpark-2x-DGX-Spark#146); mlx5 health and command-timeout errors
-precede a NIC that carries nothing. Read without permission the log is unknown, never clean:
-the section says which permission is missing.
+here; NVRM/Xid lines, judged by infergate.checks.gpu_kernel. Read without permission the log
+is unknown, never clean: the section names the permission missing (docs/checks.md#kernel-log).
 """
 
 from __future__ import annotations
@@ -17,9 +13,8 @@ from dataclasses import dataclass
 
 from infergate.problems import Problem
 
-# The most lines the node sends back of each kind (the fabric's, the GPUs' NVRM/Xid), the last
-# ones kept. A storm of correctable AER lines or of one Xid can be thousands; the judges need
-# the recent ones and a count, and a tail per kind keeps one storm from pushing out the other.
+# The last lines of each kind (the fabric's, the GPUs') the node sends back: a tail per kind
+# keeps one storm of thousands from pushing out the other (docs/checks.md#kernel-log)
 KEEP_LINES = 400
 
 # The fabric's lines, and journalctl's words for a log it may not show; lower case, matched
@@ -29,11 +24,8 @@ FABRIC_WORDS = (
     "insufficient permissions|not seeing messages|no journal files"
 )
 
-# `dmesg` first (no journal on many hosts, the H200 device among them), `journalctl -k -b`
-# where dmesg is refused. The first line says who reads it and kernel.dmesg_restrict, so an
-# unreadable log names the missing permission; only matching lines come back, the fabric's,
-# then the NVRM/Xid lines (each line in one of the two tails only). One awk keeps both tails
-# (rings of KEEP_LINES) in one pass: a grep and a tail per kind cost the node five processes.
+# dmesg, else `journalctl -k -b`; the first line names the reader, so an unreadable log names
+# the missing permission; one awk keeps both tails in one pass (docs/checks.md#kernel-log)
 KERNEL_LOG = rf"""
 r=; {{ read -r r </proc/sys/kernel/dmesg_restrict; }} 2>/dev/null
 set -f; set -- $(id -Gn); IFS=,
@@ -59,9 +51,12 @@ printf '%s\n' "$log" | awk -v keep={KEEP_LINES} '
 
 @dataclass(frozen=True)
 class KernelLog:
-    source: str  # "dmesg" or "journalctl"; "" when neither could be read
-    lines: tuple[str, ...]  # the matching lines, oldest first within each kind
-    unreadable: str  # why the log could not be read, naming the permission; "" when read
+    """The matching lines, oldest first within each kind, and their `source` ("dmesg" or
+    "journalctl"); else `unreadable`: why neither could be read, naming the permission."""
+
+    source: str
+    lines: tuple[str, ...]
+    unreadable: str
 
 
 def parse_kernel_log(text: str) -> KernelLog:
@@ -121,13 +116,10 @@ class Finding:
     remedy: str
 
 
-# `severity=Uncorrected (Fatal)` and `Uncorrectable (Non-Fatal) error message received`: the
-# kernel has worded both; a corrected error is retried by the link itself and left to the RDMA
-# counters and the bandwidth test
+# both of the kernel's wordings, `Uncorrected (Fatal)` and `Uncorrectable (Non-Fatal)`; the
+# link retries a corrected error itself (docs/checks.md#kernel-log)
 _AER_UNCORRECTED = re.compile(r"(AER|PCIe Bus Error).*Uncorrect")
-# the driver's own messages (`mlx5_core 0000:01:00.0: ...`, after dmesg's timestamp or the
-# journal's `host kernel:`), not a line that names it: the boot command line of the H200
-# device carries `driver_async_probe=mlx5_core`
+# the driver's own messages, not a line that names it (a boot command line may)
 _MLX5_ERROR = re.compile(
     r"^(?:\[[^\]]*\]\s*)?(?:\S+ kernel: )?mlx5_\w+ .*"
     r"(health compromised|timeout|failed|fatal|not responding|err_detected|slot_reset)",

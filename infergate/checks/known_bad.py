@@ -19,11 +19,14 @@ DATA = files("infergate").joinpath("data/known_bad.yaml")
 
 @dataclass(frozen=True)
 class KnownBad:
-    component: str  # a key of the in-image probe's versions section
+    """A deny-list entry: `component` is a key of the in-image probe's versions section,
+    `source` a public URL that shows the failure, `use` what to use instead."""
+
+    component: str
     versions: frozenset[str]
     why: str
-    source: str  # a public URL
-    use: str  # what to use instead
+    source: str
+    use: str
 
 
 def load_known_bad(text: str | None = None) -> tuple[KnownBad, ...]:

@@ -1,23 +1,9 @@
-"""The planned context length against the KV cache each rank can hold, before any launch.
+"""The planned context length against the KV cache each rank can hold, before any launch:
+vLLM refuses a context that does not fit minutes into the launch, after the weights loaded.
 
-vLLM refuses to start when one request of max_model_len tokens does not fit a rank's KV
-cache ("To serve at least one request with the models's max seq len (M), (X GiB KV cache
-is needed, which is larger than the available KV cache memory (Y GiB)", older releases:
-"The model's max seq len (M) is larger than the maximum number of tokens that can be stored
-in KV cache (N)"), minutes into the launch, after the weights have loaded. Its arithmetic
-(vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory and max_memory_usage_bytes;
-vllm/v1/kv_cache_interface.py, AttentionSpec.page_size_bytes:
-https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_utils.py): a token
-takes K and V of every attention layer of the rank's pipeline stage, for the rank's share
-of the KV heads (at least one: heads are replicated beyond TP = KV heads), in the KV cache
-dtype; an MLA layer (DeepSeek's kv_lora_rank) keeps one latent of kv_lora_rank +
-qk_rope_head_dim, not split by TP.
-
-The budget is the most the rank can give: the GPU's memory times the planned utilization
-less the rank's share of the weights (activations and CUDA graphs take more still, so this
-judge only fails a plan that cannot fit however the engine profiles); on vLLM's CPU backend
-it is VLLM_CPU_KVCACHE_SPACE GiB per rank (vllm/v1/worker/cpu_worker.py
-determine_available_memory returns cache_config.cpu_kvcache_space_bytes).
+The arithmetic is vLLM's (vllm/v1/core/kv_cache_utils.py); the budget is the most a rank can
+give, so only a plan that cannot fit however the engine profiles fails
+(docs/checks.md#kv-cache-budget).
 """
 
 from __future__ import annotations
@@ -39,14 +25,16 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
 
 @dataclass(frozen=True)
 class KvShape:
-    """What one token costs in the KV cache, from the model's config.json."""
+    """What one token costs in the KV cache, from config.json: `layers` of full attention, the
+    weights' `dtype` (the cache's unless the plan sets --kv-cache-dtype), `max_position` (the
+    engine's default context), and an MLA model's kv_lora_rank + qk_rope_head_dim."""
 
-    layers: int  # attention layers that keep every token (full attention)
+    layers: int
     kv_heads: int
     head_dim: int
-    dtype: str  # the weights' dtype, the KV cache's unless the plan sets --kv-cache-dtype
-    max_position: int | None  # max_position_embeddings: the engine's default context
-    mla_width: int | None = None  # kv_lora_rank + qk_rope_head_dim of an MLA model
+    dtype: str
+    max_position: int | None
+    mla_width: int | None = None
 
 
 def parse_model_config(text: str) -> KvShape:
@@ -64,7 +52,8 @@ def parse_model_config(text: str) -> KvShape:
         head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
         layer_types = config.get("layer_types")
         layers = int(config["num_hidden_layers"])
-        if isinstance(layer_types, list):  # hybrids: sliding or linear layers keep fewer
+        # hybrids: sliding or linear layers keep fewer tokens
+        if isinstance(layer_types, list):
             layers = sum(t == "full_attention" for t in layer_types)
         mla = config.get("kv_lora_rank")
         return KvShape(
@@ -105,8 +94,10 @@ def kv_bytes_per_token(shape: KvShape, tp: int, pp: int, cache_dtype: str | None
 
 @dataclass(frozen=True)
 class KvBudget:
-    bytes: float  # what one rank can give its KV cache
-    source: str  # how it was reckoned, for the message
+    """The bytes one rank can give its KV cache, and how they were reckoned (for the message)."""
+
+    bytes: float
+    source: str
 
 
 def cpu_kv_budget(env: Mapping[str, str], variable: str) -> KvBudget | None:
@@ -174,11 +165,13 @@ def check_context_fits(
 
 @dataclass(frozen=True)
 class RankMemory:
-    """What the host probe says a rank of the node can use."""
+    """What the host probe says a rank of the node can use: the plan's `gpus` on it (0: vLLM's
+    CPU backend), its smallest GPU's memory (None: unified memory, GB10's), and MemTotal in
+    bytes (a GB10's GPU memory is the host's)."""
 
-    gpus: int  # the plan's GPUs on the node; 0: vLLM's CPU backend
-    gpu_total_mib: int | None  # the node's smallest GPU; None: unified memory (GB10)
-    mem_total: int  # bytes, MemTotal: a GB10's GPU memory is the host's
+    gpus: int
+    gpu_total_mib: int | None
+    mem_total: int
 
 
 def rank_kv_budget(

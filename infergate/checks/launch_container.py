@@ -1,13 +1,6 @@
 """What the engine's own container gives it, read by the in-image probe in a container built
-like the launch's (docker_cli.engine_container, engine.docker_args included): open files,
-locked memory, writable caches; and the chat template the image's transformers renders.
-
-Open files: vLLM and SGLang raise their soft RLIMIT_NOFILE to 65535 at start-up, within the
-hard limit (`set_ulimit(target_soft_limit=65535)`: vllm/utils/system_utils.py, adapted from
-https://github.com/sgl-project/sglang/blob/v0.4.1/python/sglang/srt/utils.py#L630), and
-warn "Found ulimit of N and failed to automatically increase ... `OSError: [Errno 24] Too
-many open files`" when the hard limit is lower: every request holds a socket, and the ranks'
-ZMQ and NCCL channels more.
+like the launch's (engine.docker_args included): open files, locked memory, writable caches;
+and the chat template the image's transformers renders (docs/checks.md#launch-container).
 """
 
 from __future__ import annotations
@@ -19,9 +12,12 @@ from infergate.problems import Problem
 from infergate.remote.http_session import POOL_SIZE
 
 FLOOR_KEY = plan_key("thresholds.min_open_files")
-ENGINE_RAISES_TO = 65535  # the soft limit the engines set themselves, within the hard one
-FDS_PER_REQUEST = 4  # a request's socket, its stream and the engine's own per request
-UNLIMITED = -1  # RLIM_INFINITY as Python's resource module reports it
+# the soft limit the engines set themselves, within the hard one (vllm/utils/system_utils.py)
+ENGINE_RAISES_TO = 65535
+# a request's socket, its stream and the engine's own per request
+FDS_PER_REQUEST = 4
+# RLIM_INFINITY, as Python's resource module reports it
+UNLIMITED = -1
 
 
 def _effective(soft: int, hard: int) -> int:
@@ -34,10 +30,8 @@ def _effective(soft: int, hard: int) -> int:
 
 def most_in_flight(inference: Inference) -> int:
     """The most requests the plan's load can hold open at once: the highest closed-loop
-    concurrency, or POOL_SIZE where the plan has an open-loop level. An open loop's arrivals
-    keep coming whether or not earlier requests have finished, so once the engine falls
-    behind they pile up to the client's cap, its POOL_SIZE connections
-    (run_open_loop in infergate/inference/client.py), whatever the rate."""
+    concurrency, or POOL_SIZE where the plan has an open-loop level, whose arrivals pile up to
+    the client's cap once the engine falls behind (docs/checks.md#launch-container)."""
     open_loop = POOL_SIZE if inference.request_rates else 0
     return max(max(inference.concurrency, default=1), open_loop)
 
@@ -51,7 +45,8 @@ def check_open_files(container: dict[str, Any], in_flight: int, floor: float) ->
     soft, hard = container["limits"]["nofile"]
     needed = max(int(floor), FDS_PER_REQUEST * in_flight)
     got = _effective(soft, hard)
-    if got == UNLIMITED or got + 1 >= needed:  # the engines' own 65535 meets the 65536 floor
+    # the engines' own 65535 meets the 65536 floor
+    if got == UNLIMITED or got + 1 >= needed:
         return []
     value = max(needed, 1048576)
     return [
@@ -125,17 +120,24 @@ def check_chat_template(template: dict[str, Any]) -> list[Problem]:
         return []
     if "error" in template:
         error = str(template["error"]).splitlines()[0][:300]
-        found = f"the chat template of {source} does not render with the image's " \
-            f"transformers: {error}"  # fmt: skip
-        remedy = "fix the template (the error names the line), or pass a working one with " \
-            "`--chat-template FILE` in engine.flags (FILE inside the container)"  # fmt: skip
+        found = (
+            f"the chat template of {source} does not render with the image's transformers: {error}"
+        )
+        remedy = (
+            "fix the template (the error names the line), or pass a working one with "
+            "`--chat-template FILE` in engine.flags (FILE inside the container)"
+        )
     else:
-        found = "no chat template: neither tokenizer_config.json's chat_template nor " \
-            "chat_template.jinja in the model directory, and no --chat-template"  # fmt: skip
-        remedy = "copy the model's chat_template.jinja (or tokenizer_config.json) from its " \
-            "source onto this node, or add `--chat-template FILE` to engine.flags"  # fmt: skip
-    return [Problem(found=found, planned="a chat template that renders one user message",
-                    remedy=remedy)]  # fmt: skip
+        found = (
+            "no chat template: neither tokenizer_config.json's chat_template nor "
+            "chat_template.jinja in the model directory, and no --chat-template"
+        )
+        remedy = (
+            "copy the model's chat_template.jinja (or tokenizer_config.json) from its "
+            "source onto this node, or add `--chat-template FILE` to engine.flags"
+        )
+    planned = "a chat template that renders one user message"
+    return [Problem(found=found, planned=planned, remedy=remedy)]
 
 
 def _unread(container: dict[str, Any]) -> Problem:

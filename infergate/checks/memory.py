@@ -1,11 +1,7 @@
 """Memory a node can give the engine: /proc/meminfo, bounded by the memory cgroup it runs in.
 
-On GB10 (DGX Spark) GPU and CPU share one pool and `nvidia-smi` reports memory as
-"Not Supported" (https://docs.nvidia.com/dgx/dgx-spark/known-issues.html), so MemAvailable is
-the ground truth there, as nvtop and gpud read it (https://github.com/Syllo/nvtop/issues/449,
-https://github.com/leptonai/gpud/pull/1170). Where the node's processes live in a memory
-cgroup with a limit (a container host, the lab), the limit less what the cgroup already uses
-bounds it further.
+MemAvailable is the ground truth on unified memory too (GB10, where nvidia-smi reports none);
+a cgroup's limit less what it already holds bounds it further (docs/checks.md#memory).
 """
 
 from __future__ import annotations
@@ -30,10 +26,13 @@ _UNLIMITED = 2**62
 
 @dataclass(frozen=True)
 class CgroupMemory:
+    """One level of the cgroup walk, in bytes: its limit (None: none at this level), usage, and
+    the page cache (active + inactive file) the kernel reclaims before failing."""
+
     path: str
-    limit: int | None  # bytes; None: no limit at this level
+    limit: int | None
     usage: int
-    file_cache: int  # page cache (active + inactive file) the kernel reclaims before failing
+    file_cache: int
 
     @property
     def headroom(self) -> int | None:
@@ -47,8 +46,10 @@ class CgroupMemory:
 
 @dataclass(frozen=True)
 class MemoryFacts:
-    total: int  # bytes, MemTotal
-    available: int  # bytes, MemAvailable
+    """MemTotal and MemAvailable in bytes, and the cgroup levels from the probe's shell up."""
+
+    total: int
+    available: int
     cgroups: tuple[CgroupMemory, ...] = ()
 
     @property
@@ -146,13 +147,9 @@ def _cgroup_remedy(cg: CgroupMemory) -> str:
 
 
 def check_tp_balance(usable: dict[str, int], min_ratio: float) -> dict[str, list[Problem]]:
-    """The least-provided node has at least `min_ratio` of the best-provided node's memory.
-
-    SGLang raises "The memory capacity is unbalanced. Some GPUs may be occupied by other
-    processes" at init_torch_distributed below 0.9 (SGLang's model_runner.py;
-    docs/notes.md#sizing); vLLM starts, but sizes every rank's KV cache to the smallest. A
-    leftover 12 GB on one Spark breaks it.
-    """
+    """The least-provided node has at least `min_ratio` of the best-provided node's memory:
+    SGLang refuses to start below 0.9 ("The memory capacity is unbalanced"), and vLLM sizes
+    every rank's KV cache to the smallest (docs/notes.md#sizing)."""
     if len(usable) < 2:
         return {}
     best = max(usable, key=lambda n: usable[n])

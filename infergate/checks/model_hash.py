@@ -1,17 +1,6 @@
-"""SHA-256 of every model file, computed on the node itself, all nodes at once.
-
-The script runs with the node's own python3 (standard library only). Results are cached on
-the node in ~/.cache/infergate/sha256/<sha1 of the model path>.json, keyed by (path, size,
-mtime, ctime, inode): an unchanged model re-checks in about no time and writes nothing, and
-a byte rewritten in place is still caught, because restoring the mtime (`touch -d`) moves
-the ctime. `full` ignores the cache. Prune: `rm -rf ~/.cache/infergate/sha256`.
-
-Files hash in parallel, two per usable core, largest first, the kernel reading each ahead of
-its hash. SHA-256 is one sequential chain per file, so one file hashes at one core's rate at
-most: a model of one huge file is bounded by it, whatever the cores.
-
-While it hashes, the script says how far it is on stderr, one JSON line every few seconds
-(a reader thread's counter, so hashing itself waits for nothing): a 127 GB model is minutes.
+"""SHA-256 of every model file, computed on the node itself by its own python3, all nodes at
+once. Each node caches its digests by (path, size, mtime, ctime, inode), which `full` ignores;
+while it hashes, the script prints its progress on stderr (docs/checks.md#model-hash).
 """
 
 from __future__ import annotations
@@ -94,8 +83,10 @@ if kept != before:  # an unchanged model writes nothing on the node
 print(json.dumps({"sha256": out, "hashed": len(todo), "hashed_bytes": total,
                   "seconds": round(time.monotonic() - start, 3)}))
 """
-READ_BYTES = 4 << 20  # one read: large enough that the syscalls and the GIL cost nothing
-PROGRESS_EVERY_S = 10.0  # a line per node: sixteen nodes say less than two lines a second
+# one read: large enough that the syscalls and the GIL cost nothing
+READ_BYTES = 4 << 20
+# a line per node: sixteen nodes say less than two lines a second
+PROGRESS_EVERY_S = 10.0
 GB, MB = 1e9, 1e6
 
 
@@ -113,8 +104,11 @@ def hash_command(model_path: str, mode: str, every_s: float = PROGRESS_EVERY_S) 
 
 @dataclass(frozen=True)
 class ModelHashes:
+    """Each file's digest, and the files `hashed` this time (the rest came from the cache),
+    their bytes and seconds."""
+
     sha256: dict[str, str]
-    hashed: int  # files hashed this time (the rest came from the cache)
+    hashed: int
     hashed_bytes: int
     seconds: float
 
@@ -124,9 +118,11 @@ class ModelHashes:
         return len(self.sha256) - self.hashed
 
     def __str__(self) -> str:
-        return (f"hashed {self.hashed} file(s), {self.hashed_bytes / GB:.2f} GB, in "
-                f"{self.seconds:.1f} s{_rate(self.hashed_bytes, self.seconds)}; "
-                f"{self.cache_hits} from the cache")  # fmt: skip
+        return (
+            f"hashed {self.hashed} file(s), {self.hashed_bytes / GB:.2f} GB, in "
+            f"{self.seconds:.1f} s{_rate(self.hashed_bytes, self.seconds)}; "
+            f"{self.cache_hits} from the cache"
+        )
 
 
 def parse_model_hashes(text: str) -> ModelHashes:
@@ -152,8 +148,10 @@ def hash_failed(where: str, model_path: str, status: int, stderr: str) -> str:
 
 @dataclass(frozen=True)
 class HashProgress:
-    done: int  # bytes hashed so far
-    total: int  # bytes to hash (what the cache does not cover)
+    """The bytes hashed so far, of the `total` to hash (what the cache does not cover)."""
+
+    done: int
+    total: int
     seconds: float
 
     def __str__(self) -> str:

@@ -13,34 +13,43 @@ from infergate.engines.signatures import RENDEZVOUS, Signature, named, signature
 from infergate.plan.model import plan_key
 from infergate.problems import Problem
 
-EXIT_TIMED_OUT = 124  # `timeout`'s exit status, also what gpu_probe.py records on its deadline
+# `timeout`'s exit status, also what gpu_probe.py records on its deadline
+EXIT_TIMED_OUT = 124
 
 
 @dataclass(frozen=True)
 class AllReduce:
+    """One all-reduce timed as nccl-tests reports it: busbw is algbw * 2(n-1)/n."""
+
     world: int
     nbytes: int
     time_ms: float
     algbw_gbps: float
-    busbw_gbps: float  # nccl-tests' bus bandwidth: algbw * 2(n-1)/n for all-reduce
+    busbw_gbps: float
 
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str  # a signature's name (infergate.engines.signatures)
+    """The first line of a failure, and its signature's name (infergate.engines.signatures)."""
+
+    kind: str
     line: str
 
 
 @dataclass(frozen=True)
 class DistRun:
-    transports: frozenset[str]  # "P2P/CUMEM", "NET/Socket", "NET/IB/GDRDMA", "SHM/direct/direct"
+    """What a torchrun log says: its transports ("NET/IB/GDRDMA"), all-reduce, failures, the
+    `exit=N` the recorders append (None: not recorded), the ranks ok, the NCCL variables set
+    by environment, "NET/IB : No device found", and the last lines, for the message."""
+
+    transports: frozenset[str]
     allreduce: AllReduce | None
     failures: tuple[Failure, ...]
-    exit_code: int | None  # the `exit=N` line the recorders append; None: not recorded
+    exit_code: int | None
     ranks_ok: frozenset[int]
-    nccl_env: dict[str, str]  # "NCCL_SOCKET_IFNAME set by environment to ib9"
-    ib_no_device: bool  # "NET/IB : No device found."
-    tail: tuple[str, ...]  # the last lines, for the failure message
+    nccl_env: dict[str, str]
+    ib_no_device: bool
+    tail: tuple[str, ...]
 
 
 _VIA = re.compile(r"\svia (\S+)")
@@ -48,7 +57,8 @@ _ALLREDUCE = re.compile(
     r"world=(\d+) bytes=(\d+) time_ms=([\d.]+) algbw_GBps=([\d.]+) busbw_GBps=([\d.]+)"
 )
 _ENV = re.compile(r"NCCL INFO (\w+) set by environment to (\S+?)\.?$")
-_ENV_KEY = "engine.env."  # a signature's key under it is a variable NCCL reports setting
+# a signature's key under it names a variable NCCL reports setting
+_ENV_KEY = "engine.env."
 FLOOR_KEY = plan_key("thresholds.nccl_busbw_min_gbps")
 _JOINED = "every rank joins and the all-reduce completes, exit 0"
 

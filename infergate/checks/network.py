@@ -18,8 +18,10 @@ MTU_KEY = plan_key("fabric.mtu")
 
 @dataclass(frozen=True)
 class Interface:
+    """A network interface; `up` means administratively up with carrier (LOWER_UP)."""
+
     name: str
-    up: bool  # administratively up and carrier present (LOWER_UP)
+    up: bool
     operstate: str
     mtu: int
     addresses: tuple[IPv4Interface, ...]
@@ -94,12 +96,8 @@ def check_mtu_parity(
     mtus: Mapping[str, int], planned: int | None, interfaces: Mapping[str, str] | None = None
 ) -> dict[str, list[Problem]]:
     """Every node's fabric MTU equals the plan's (or, with none planned, the most common one);
-    `interfaces` (node -> fabric interface) lets the remedy name the interface to set.
-
-    A mismatch passes small pings and fails large RDMA/NCCL transfers later
-    (IBV_WC_RETRY_EXC_ERR after a firmware reboot reset one end to 1500;
-    GitHub tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark#38).
-    """
+    `interfaces` (node -> fabric interface) lets the remedy name the interface to set. A
+    mismatch passes small pings and fails large transfers later (docs/checks.md#fabric)."""
     expected = planned if planned is not None else Counter(mtus.values()).most_common(1)[0][0]
     basis = MTU_KEY if planned is not None else f"the other nodes; {MTU_KEY} unset"
     return {
@@ -120,7 +118,8 @@ _PING_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?recei
 
 
 def _set_mtu(interface: str | None, mtu: int) -> str:
-    if interface is None:  # not known to the caller: a placeholder the operator fills in
+    if interface is None:
+        # not known to the caller: a placeholder the operator fills in
         return f"sudo ip link set <fabric interface> mtu {mtu}"
     return shlex.join(["sudo", "ip", "link", "set", interface, "mtu", str(mtu)])
 
@@ -136,7 +135,9 @@ def parse_ping(text: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class PeerResult:
-    peer: str  # the peer's node name
+    """The pings to a `peer` node's fabric address, and what ping printed."""
+
+    peer: str
     address: IPv4Address
     sent: int
     received: int
@@ -159,7 +160,8 @@ def check_peers_reachable(interface: str, results: list[PeerResult]) -> list[Pro
     ]
 
 
-PING_DIR_PREFIX = "infergate-ping"  # its temporary directory: ${TMPDIR:-/tmp}/infergate-ping.*
+# the pings' temporary directory: ${TMPDIR:-/tmp}/infergate-ping.*
+PING_DIR_PREFIX = "infergate-ping"
 
 
 def ping_command(interface: str, addresses: list[IPv4Address]) -> str:

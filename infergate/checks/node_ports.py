@@ -15,9 +15,11 @@ from infergate.problems import Problem
 
 @dataclass(frozen=True)
 class PortRange:
+    """The kernel's ephemeral port range, and the reserved ports it never hands out."""
+
     low: int
     high: int
-    reserved: frozenset[int]  # net.ipv4.ip_local_reserved_ports: never handed out
+    reserved: frozenset[int]
 
     def __contains__(self, port: object) -> bool:
         return isinstance(port, int) and self.low <= port <= self.high

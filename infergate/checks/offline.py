@@ -1,9 +1,7 @@
 """Offline nodes: the engine loads everything from local paths, and where no node reaches the
 model hub the plan says so (HF_HUB_OFFLINE=1), so that nothing waits on the hub at launch.
-
-Which nodes reach the hub: a bounded TCP dial from each node, in the host probe, to the
-endpoint the engine would use: HF_ENDPOINT of the plan's env (huggingface_hub's default
-https://huggingface.co), or the HTTPS proxy the env names.
+Which nodes reach it: a bounded TCP dial from each, in the host probe, to the endpoint the
+engine would use (the env's HF_ENDPOINT, else huggingface.co) or to the env's HTTPS proxy.
 """
 
 from __future__ import annotations
@@ -32,8 +30,11 @@ ENV_KEY = plan_key("engine.env")
 
 @dataclass(frozen=True)
 class HubTarget:
-    endpoint: str  # what the engine would ask
-    host: str  # what is dialled: the endpoint's host, or the proxy's
+    """The `endpoint` the engine would ask, and the host and port a dial must reach for it:
+    the endpoint's own, or the proxy's."""
+
+    endpoint: str
+    host: str
     port: int
 
 
@@ -113,10 +114,9 @@ def check_sources_local(
 def check_offline_mode(
     failed: Mapping[str, str | None], offline: Mapping[str, bool], endpoint: str
 ) -> dict[str, list[Problem]]:
-    """Where a node does not reach the hub, HF_HUB_OFFLINE=1 there, so no library waits on it
-    (FAILED: by node, why its dial did not connect, None when it did; OFFLINE: by node, whether
-    its env sets HF_HUB_OFFLINE=1; ENDPOINT: the head's, for the message). The finding says
-    which nodes do reach it."""
+    """Where a node does not reach the hub (FAILED: by node, why its dial did not connect, or
+    None), its env sets HF_HUB_OFFLINE=1 (OFFLINE, by node), so no library waits on it; the
+    finding names ENDPOINT (the head's) and the nodes that do reach it."""
     reach = sorted(n for n, why in failed.items() if why is None)
     said = f"{', '.join(reach)} reach(es) it" if reach else "no node reaches it"
     return {

@@ -76,7 +76,8 @@ def _on_fabric(iface: Interface, subnet: IPv4Network) -> bool:
 def _check_ifnames(
     var: str, value: str, interfaces: Mapping[str, Interface], subnet: IPv4Network, key: str
 ) -> list[Problem]:
-    if value.startswith("^"):  # an exclusion list: NCCL picks among the rest, nothing to check
+    # an exclusion list: NCCL picks among the rest, nothing to check
+    if value.startswith("^"):
         return []
     problems = []
     for name in filter(None, value.split(",")):
@@ -117,11 +118,13 @@ def _check_address(
     )
     if isinstance(address, IPv4Address) and address in subnet and holder:
         return []
-    found = f"{var}={value}: " + (
-        "not an IPv4 address" if not isinstance(address, IPv4Address)
-        else f"not in the fabric {subnet}" if address not in subnet
-        else "no interface of this node holds it"
-    )  # fmt: skip
+    if not isinstance(address, IPv4Address):
+        wrong = "not an IPv4 address"
+    elif address not in subnet:
+        wrong = f"not in the fabric {subnet}"
+    else:
+        wrong = "no interface of this node holds it"
+    found = f"{var}={value}: " + wrong
     return [
         Problem(
             found=found,

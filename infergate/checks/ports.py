@@ -20,12 +20,8 @@ DIST_INIT_KEY = plan_key("engine.dist_init_port")
 
 MARKER = "infergate-listener"
 
-# Binds every port it can, then forks: the parent reports and exits so SSH returns, the child
-# accepts until each port has had its expected dials (one per peer), or its deadline: a
-# healthy run needs no round trip to stop it. The marker in argv lets a clean-up kill only
-# this process.
-# Each accepted connection is closed after the dialler closed it: the side that closes first
-# keeps it in TIME_WAIT, and that side should not be the head's dist-init port.
+# Binds every port it can and forks so SSH returns; the child accepts until each port had one
+# dial per peer, or its deadline (docs/checks.md#tcp-listeners)
 _LISTEN = """
 import os, select, socket, sys, time
 ports, ttl = [int(p) for p in sys.argv[1].split(",")], float(sys.argv[2])
@@ -112,10 +108,13 @@ def stop_listener_command(pid: int, marker: str = MARKER) -> str:
 
 @dataclass(frozen=True)
 class Listener:
-    pid: int | None  # None: it listens on none of the ports
-    ports: tuple[int, ...]  # those it listens on
-    refused: dict[int, str]  # port -> why not: `98 Address already in use`
-    said: str = ""  # anything else it printed (a traceback)
+    """The listener's `pid` (None: it listens on no port), the `ports` it listens on, why it
+    `refused` each other (`98 Address already in use`), and all else it `said` (a traceback)."""
+
+    pid: int | None
+    ports: tuple[int, ...]
+    refused: dict[int, str]
+    said: str = ""
 
 
 def parse_listener(text: str) -> Listener:
@@ -163,9 +162,12 @@ def check_dial(text: str, address: str, port: int) -> list[Problem]:
 
 @dataclass(frozen=True)
 class Listening:
+    """A listening TCP socket; `process` is ss's `users:(("sshd",pid=7,fd=3))`, where ss may
+    show it, else ""."""
+
     address: str
     port: int
-    process: str  # `users:(("sshd",pid=7,fd=3))` when ss may show it, else ""
+    process: str
 
 
 def parse_ss_listening(text: str) -> list[Listening]:

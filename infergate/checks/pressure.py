@@ -1,11 +1,7 @@
 """Memory pressure before a launch: swap (zram included) and the kernel's pressure stall
-information (PSI, https://docs.kernel.org/accounting/psi.html).
-
-On unified memory (GB10, DGX Spark) the GPU allocates from the same pool, and an out-of-memory
-there freezes the whole box rather than killing a process (dgx-spark-playbooks issue 102;
-https://github.com/natolambert/dgx-spark-setup): swap already in use, or tasks already
-stalling on memory, mean the engine's weights and KV cache will push the node over.
-sparkview reads the same PSI file on Sparks (https://github.com/parallelArchitect/sparkview).
+information (PSI, https://docs.kernel.org/accounting/psi.html). On unified memory swap in use,
+or tasks already stalling on memory, mean the engine will push the node into an out-of-memory
+that freezes the whole box (docs/checks.md#memory-pressure).
 """
 
 from __future__ import annotations
@@ -15,19 +11,19 @@ from dataclasses import dataclass
 from infergate.checks.memory import gib
 from infergate.problems import Problem
 
-# systemd's memory-pressure watch (sd-event and PID 1) fires on "some" stalls of 200 ms in a
-# 2 s window, i.e. 10 % (MEMORY_PRESSURE_DEFAULT_THRESHOLD_USEC and _WINDOW_USEC in
-# https://github.com/systemd/systemd/blob/main/src/basic/psi-util.h): a node above it before
-# the launch is already reclaiming
+# systemd's memory-pressure watch fires on "some" stalls of 200 ms in 2 s, i.e. 10 %
+# (https://github.com/systemd/systemd/blob/main/src/basic/psi-util.h)
 PSI_SOME_AVG10_MAX = 10.0
 
 
 @dataclass(frozen=True)
 class SwapArea:
+    """A swap area: `kind` is partition or file, its size and use are in bytes."""
+
     name: str
-    kind: str  # partition or file
-    size: int  # bytes
-    used: int  # bytes
+    kind: str
+    size: int
+    used: int
 
     @property
     def zram(self) -> bool:
@@ -36,8 +32,10 @@ class SwapArea:
 
 @dataclass(frozen=True)
 class MemoryPressure:
+    """The swap areas, and PSI's `some avg10` (None: no PSI on this kernel, or CONFIG_PSI off)."""
+
     swaps: tuple[SwapArea, ...]
-    psi_some_avg10: float | None  # None: no PSI on this kernel (or CONFIG_PSI off)
+    psi_some_avg10: float | None
 
     @property
     def swap_used(self) -> int:

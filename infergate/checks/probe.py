@@ -20,21 +20,14 @@ from infergate.checks.kernel_log import KERNEL_LOG
 from infergate.problems import Problem
 from infergate.waiting import LOOK_AT, Deadline
 
-# Each section's own deadline: every command here answers in well under a second on a
-# healthy node, and `docker stats` samples for one; eight seconds leave a loaded node room
-# and still end a wedged Docker CLI or a hung mount long before the whole probe's deadline
+# each section's own deadline, well within the whole probe's (docs/checks.md#host-probe)
 SECTION_TIMEOUT_S = 8
 SECTION_DEADLINE = Deadline(SECTION_TIMEOUT_S, "checks.probe.SECTION_TIMEOUT_S")
-SECTION_KILL_AFTER_S = 2  # the section's `timeout -k`: SIGKILL this long after its deadline
+# the section's `timeout -k`: SIGKILL this long after its deadline
+SECTION_KILL_AFTER_S = 2
 
-# Walk from this shell's memory cgroup up to the root, cgroup v2 (`0::`) and v1 (`memory:`,
-# which wins where a hybrid host has both) alike, printing `path limit usage file_cache` for
-# every level that has a limit file. The file cache (active + inactive, counted over the
-# subtree) is what the kernel reclaims before it fails an allocation: an image just loaded
-# leaves gigabytes of it. Shell builtins only (`read`, `${path%/*}`): a level costs no process.
-# The usage and the cache are two files: page cache charged between the reads (a container
-# reading its image at GB/s) would count as memory freed, so the usage is read again after the
-# cache, and all three again (three tries at most) while the two usages differ by 64 MiB or more.
+# `path limit usage file_cache` of each memory cgroup level from this shell's up to the root,
+# the usage read again while page cache is charged between reads (docs/checks.md#memory)
 CGROUP_MEMORY = r"""
 line=
 while IFS= read -r l; do
@@ -73,12 +66,8 @@ while :; do
 done
 """
 
-# Every RDMA port: state, phys_state, rate, link layer, its netdev (that of GID 0, else the PCI
-# function's), the PCI function and sys_image_guid (a Spark's twin HCAs share the adapter and
-# differ only in PCI domain), then every non-zero GID with its type and netdev. `read` is a
-# builtin: a 255-entry GID table costs no forks. Then the port's error counters and its HCA's
-# PCIe link (current and max speed and width), all by `read` too. Prints nothing where there
-# is no RDMA.
+# Every RDMA port, its GIDs, error counters and PCIe link, each file read by the `read`
+# builtin: a 255-entry GID table costs no forks (docs/checks.md#rdma)
 RDMA_PORTS = r"""
 RDMA_COUNTERS="symbol_error link_downed link_error_recovery port_rcv_errors
   local_link_integrity_errors excessive_buffer_overrun_errors"
@@ -112,7 +101,8 @@ done
 true
 """
 
-LAST_PRINTED = "PROBE_LAST_PRINTED"  # see probe_script
+# whether the section before printed anything, for a command to read (probe_script)
+LAST_PRINTED = "PROBE_LAST_PRINTED"
 
 HOST_SECTIONS = (
     ("hostname", "hostname"),
@@ -130,17 +120,24 @@ HOST_SECTIONS = (
 # exit 127 where there is no GPU; cheap enough to ask every node
 GPU_SECTIONS = (
     ("nvidia-smi", "nvidia-smi"),
-    ("gpu-query", f"nvidia-smi --query-gpu={','.join(QUERY_GPU_FIELDS)} "
-     "--format=csv,noheader,nounits"),
-    ("gpu-apps", "nvidia-smi --query-compute-apps="
-     f"{','.join(COMPUTE_APPS_FIELDS)} --format=csv,noheader,nounits"),
+    (
+        "gpu-query",
+        f"nvidia-smi --query-gpu={','.join(QUERY_GPU_FIELDS)} --format=csv,noheader,nounits",
+    ),
+    (
+        "gpu-apps",
+        "nvidia-smi --query-compute-apps="
+        f"{','.join(COMPUTE_APPS_FIELDS)} --format=csv,noheader,nounits",
+    ),
     ("driver-version", "cat /proc/driver/nvidia/version"),
     ("cuda-compat", "ls -l /usr/local/cuda/compat"),
     ("ldconfig-cuda", "ldconfig -p | grep libcuda"),
-    ("gpu-health", f"nvidia-smi --query-gpu={','.join(HEALTH_FIELDS)} "
-     "--format=csv,noheader,nounits"),
+    (
+        "gpu-health",
+        f"nvidia-smi --query-gpu={','.join(HEALTH_FIELDS)} --format=csv,noheader,nounits",
+    ),
     ("nvml-library", NVML_LIBRARY),
-)  # fmt: skip
+)
 
 
 def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...]:
@@ -152,11 +149,15 @@ def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...
         ("containers", "docker ps --no-trunc --format '{{json .}}'"),
         # `docker stats` samples for a second: only worth it when `containers` listed one,
         # and asking `docker ps` again would cost the node another CLI start
-        ("container-memory", f"[ -z \"${LAST_PRINTED}\" ] || docker stats --no-stream "
-         "--format '{{json .}}'"),
+        (
+            "container-memory",
+            f"[ -z \"${LAST_PRINTED}\" ] || docker stats --no-stream --format '{{{{json .}}}}'",
+        ),
         ("listening", "ss -Htlnp"),
-        ("port-range", "cat /proc/sys/net/ipv4/ip_local_port_range "
-         "/proc/sys/net/ipv4/ip_local_reserved_ports"),
+        (
+            "port-range",
+            "cat /proc/sys/net/ipv4/ip_local_port_range /proc/sys/net/ipv4/ip_local_reserved_ports",
+        ),
         # read, never changed; as the SSH user: without root both say so, and that is a finding
         ("iptables", "iptables -S"),
         ("nftables", "nft list ruleset"),
@@ -168,7 +169,7 @@ def plan_sections(image_ref: str, model_path: str) -> tuple[tuple[str, str], ...
         ("model-files", f"cd {model} && find . -type f -printf '%P\\t%s\\t%T@\\t%C@\\t%i\\n'"),
         ("model-index", f"cat {model}/model.safetensors.index.json"),
         ("model-config", f"cat {model}/config.json"),
-    )  # fmt: skip
+    )
 
 
 def probe_script(sections: tuple[tuple[str, str], ...], timeout_s: int = SECTION_TIMEOUT_S) -> str:

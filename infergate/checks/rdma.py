@@ -1,11 +1,6 @@
 """RDMA ports: where the plan names HCAs, each port is ACTIVE, carries a RoCE v2 IPv4 GID (the
-one NCCL_IB_GID_INDEX pins, if set), and a DGX Spark port's twin HCAs are both in use.
-
-A Spark's QSFP port is two HCAs (rocep1s0f1 on PCI 0000:01:00.1, roceP2p1s0f1 on
-0002:01:00.1, each with its own netdev); with one, NCCL reaches ~3 GB/s instead
-of ~24 (NVIDIA/dgx-spark-playbooks: nvidia/connect-two-sparks/README.md and issue #102). A
-pinned NCCL_IB_GID_INDEX=3 failed on one HCA only after its RoCE v2 GID moved to 4 (GitHub
-tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark#38).
+one NCCL_IB_GID_INDEX pins, if set), and a DGX Spark port's twin HCAs are both in use: with
+one, NCCL reaches ~3 GB/s instead of ~24 (docs/checks.md#rdma).
 """
 
 from __future__ import annotations
@@ -38,9 +33,8 @@ def check_rdma_ports_active(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[P
     """Every HCA the plan names exists and its port is ACTIVE with phys_state LinkUp (for an
     NCCL_IB_HCA prefix, one port it matches suffices: NCCL skips the others); an exclusion
     list leaves out no HCA of nodes[].fabric.hcas."""
-    absent: dict[
-        str, Problem
-    ] = {}  # one per name, though the node's HCAs and NCCL_IB_HCA repeat it
+    # one per name, though the node's HCAs and NCCL_IB_HCA repeat it
+    absent: dict[str, Problem] = {}
     down: dict[tuple[str, int], RdmaPort] = {}
     for source, token in plan.named():
         found = [p for p in ports if token.matches(p)]
@@ -87,7 +81,8 @@ def _excluded(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[Problem]:
         if any(t.matches(p) and not selection.selects(p) for p in ports)
     ]
     if not selection.exclude or not dropped:
-        return []  # an inclusion list that leaves one out is the pinning check's finding
+        # an inclusion list that leaves one out is the pinning check's finding
+        return []
     return [
         Problem(
             found=f"NCCL_IB_HCA={plan.nccl_ib_hca} excludes {', '.join(dropped)}",
@@ -111,7 +106,8 @@ def check_roce_v2_gids(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[Proble
     index of that GID on every one of them."""
     planned = [p for p in planned_ports(ports, plan) if p.link_layer == "Ethernet"]
     if not planned:
-        return []  # absent HCAs are the port judge's finding; InfiniBand has no RoCE GIDs
+        # absent HCAs are the port judge's finding; InfiniBand has no RoCE GIDs
+        return []
     if not any(plan.interface in p.netdevs for p in planned):
         return [_not_on_fabric(planned, plan)]
     try:
@@ -204,9 +200,10 @@ def check_twin_hcas_planned(ports: Sequence[RdmaPort], plan: RdmaPlan) -> list[P
     selection = parse_nccl_ib_hca(plan.nccl_ib_hca)
     unlisted = [d for d in twins if plan.hcas and d not in listed]
     unselected = [
-        d for d in twins
+        d
+        for d in twins
         if plan.nccl_ib_hca and not any(p.device == d and selection.selects(p) for p in ports)
-    ]  # fmt: skip
+    ]
     left_out = [(plan.hcas_key, unlisted), (f"NCCL_IB_HCA={plan.nccl_ib_hca}", unselected)]
     return [
         Problem(

@@ -1,11 +1,6 @@
-"""RDMA port health: the error counters, the link rate against fabric.rate_gbps, and each HCA's
-PCIe link against what it can train at.
-
-A Spark's QSFP port is two PCIe Gen5 x4 HCAs; a pre-2026-04 BIOS trains the second at Gen5
-x2, half its bandwidth (tonyd2wild/DeepSeek-v4-Flash-Vision-Exp-DSpark-1M-NVFP4-KV-2x-DGX-Spark
-PR #35). The counters are those of Documentation/ABI/stable/sysfs-class-infiniband
-(torvalds/linux): any symbol error, link downed or receive error since the counters last
-cleared is a link that lost data.
+"""RDMA port health: the error counters (any count since they last cleared is a link that lost
+data), the link rate against fabric.rate_gbps, and each HCA's PCIe link against what it can
+train at (docs/checks.md#rdma).
 """
 
 from __future__ import annotations

@@ -14,9 +14,11 @@ from infergate.plan.model import Node
 
 @dataclass(frozen=True)
 class Gid:
+    """A port's non-zero GID; `type` is "RoCE v2" or "IB/RoCE v1", as gid_attrs/types/N says."""
+
     index: int
     gid: IPv6Address
-    type: str  # "RoCE v2" or "IB/RoCE v1", as gid_attrs/types/N says
+    type: str
     netdev: str
 
     @property
@@ -64,18 +66,22 @@ def _int(width: str) -> int | None:
 
 @dataclass(frozen=True)
 class RdmaPort:
+    """An RDMA port as sysfs words it (`state` "4: ACTIVE", `link_layer` "Ethernet" for RoCE,
+    `pci` "0000:01:00.1" or "" where it is no PCI function), with the error counters that could
+    be read and its HCA's PCIe link (None: no `pcie` line, as from an old probe)."""
+
     device: str
     port: int
-    state: str  # "4: ACTIVE"
-    phys_state: str  # "5: LinkUp"
+    state: str
+    phys_state: str
     rate: str
-    link_layer: str  # "Ethernet" (RoCE) or "InfiniBand"
+    link_layer: str
     netdevs: tuple[str, ...]
-    pci: str  # "0000:01:00.1"; "" where the device is not a PCI function
+    pci: str
     sys_image_guid: str
     gids: tuple[Gid, ...] = ()
-    counters: tuple[tuple[str, int], ...] = ()  # the error counters that could be read
-    pcie: PcieLink | None = None  # None: no `pcie` line (not a PCI function, an old probe)
+    counters: tuple[tuple[str, int], ...] = ()
+    pcie: PcieLink | None = None
 
     @property
     def state_name(self) -> str:
@@ -100,13 +106,8 @@ def _name(numbered: str) -> str:
 
 
 def parse_rdma_sysfs(text: str) -> list[RdmaPort]:
-    """Parse the `rdma-ports` probe section: tab-separated `port` and `gid` lines read from
-    /sys/class/infiniband/DEV/ports/N (state, phys_state, rate, link_layer, the netdev from
-    gid_attrs/ndevs/0 or DEV/device/net, the PCI function, sys_image_guid) and, for every
-    non-zero gids/IDX, the GID with gid_attrs/types/IDX and gid_attrs/ndevs/IDX.
-
-    Then `counters` (the port's error counters that could be read, name=value) and `pcie`
-    (DEV/device/{current,max}_link_{speed,width}) lines.
+    """Parse the `rdma-ports` probe section (probe.RDMA_PORTS): tab-separated `port`, `gid`,
+    `counters` and `pcie` lines read from /sys/class/infiniband/DEV (docs/checks.md#rdma).
 
     Sample lines (tabs shown as `|`):
     ``port|rocep1s0f1|1|4: ACTIVE|5: LinkUp|200 Gb/sec (2X NDR)|Ethernet|enp1s0f1np1|0000:01:00.1|fc4c:ea03:00f9:4230``

@@ -1,11 +1,7 @@
 """Compile caches that nodes would share: engines on several nodes compiling into one cache
-directory clobber each other's artifacts (vLLM's compile cache writes each artifact as a
-directory: https://github.com/vllm-project/vllm/issues/24601; SGLang's JIT link fails with
-ESTALE on a shared NFS home: https://github.com/sgl-project/sglang/issues/31347).
-
-Judged on each writable place the container gets from the host: every cache the env names (or
-defaults) that a volume maps, and every writable volume of engine.docker_args. A read-only
-volume (a model on NFS) is no cache.
+directory clobber each other's artifacts (docs/checks.md#shared-caches). Judged on each
+writable place the container gets from the host; a read-only volume (a model on NFS) is no
+cache.
 """
 
 from __future__ import annotations
@@ -79,7 +75,8 @@ def check_caches_not_shared(
     seen: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for node, node_places in places.items():
         for path, what in node_places.items():
-            mount = mounts[node].get(path)  # a network one is check_caches_local's finding
+            # a network one is check_caches_local's finding
+            mount = mounts[node].get(path)
             if mount is not None and mount.fstype not in LOCAL_FSTYPES and not is_network(mount):
                 seen.setdefault((mount.fstype, mount.source), []).append((node, what))
     problems: dict[str, list[Problem]] = {}

@@ -1,18 +1,11 @@
 """Runs INSIDE the planned image, once per node per preflight: every in-image fact in one
-process (importing the engine once), and beside them, in a thread, the rendezvous all-reduce
-across all nodes: it waits on its peers while the engine imports.
+process, and beside them, in a thread, the rendezvous all-reduce across all nodes.
 
-argv: engine, model path, rank, world, deadline seconds, facts, flags...
-engine: a JSON object from the engine's adapter (infergate.engines.engine.ImageProbe): its
-modules to import, the module of its model registry, its parser, the option before the model.
-facts: `fresh` reads every fact; `cached` skips those the controller holds from an earlier
-run of this probe on this image, model config, tokenizer files and plan (versions,
-model-config, registry, flags, chat-template: the ones that import the engine or
-transformers), and reads only what the host can change.
-Environment: the plan's engine env for this node, plus MASTER_ADDR and MASTER_PORT.
-Prints sections `@@@ name rc` with a JSON body, flushed one by one, so a rendezvous that
-hangs until its deadline still leaves every other section behind. Standard library and
-whatever the image has; nothing is written outside the container.
+argv: engine (ImageProbe's JSON), model path, rank, world, deadline seconds, `fresh` or
+`cached` (skip the facts that import the engine), flags...; env: the plan's engine env plus
+MASTER_ADDR and MASTER_PORT. Prints `@@@ name rc` sections with a JSON body one by one, so a
+rendezvous that hangs still leaves the rest behind. Standard library and whatever the image
+has; writes nothing outside the container (docs/checks.md#in-image-probe).
 """
 
 import importlib
@@ -23,7 +16,8 @@ import threading
 import time
 import traceback
 
-PRINTING = threading.RLock()  # a section is one write: the two threads never interleave
+# a section is one write: the two threads never interleave
+PRINTING = threading.RLock()
 
 
 def section(name, body, rc=0):
@@ -129,10 +123,9 @@ def container():
 
 
 def caches():
-    """The cache directories the engine writes (its compiled kernels, the hub's files), as
-    the engines resolve them, and whether this user can write there: the directory, or where
-    it does not exist yet, its nearest existing parent (the engine creates the rest).
-    Only asked (access(2)), nothing written: a read-only mount answers EROFS."""
+    """The cache directories the engine writes, as the engines resolve them, and whether this
+    user can write each: the directory, or its nearest existing parent. Only asked (access(2)),
+    nothing written: a read-only mount answers EROFS."""
     home = os.path.expanduser("~")
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
     triton = os.path.join(os.environ.get("TRITON_HOME") or home, ".triton", "cache")
@@ -189,9 +182,8 @@ def model_config(path):
 
 def chat_template(model, planned):
     """The chat template the engine will serve /v1/chat/completions with (the plan's
-    --chat-template, a file or the template itself, else the model's own: tokenizer_config.json
-    or chat_template.jinja, as the image's transformers loads them), rendered for one user
-    message by the image's transformers."""
+    --chat-template, a file or the template itself, else the model's own), rendered for one
+    user message by the image's transformers."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -288,17 +280,18 @@ def flags(parser, model_flag, model, planned):
     return {"unknown": unknown}
 
 
-NCCL_LOG = f"/tmp/infergate-nccl.{os.getpid()}.log"  # one per process: ranks may share a host
+# one per process: ranks may share a host
+NCCL_LOG = f"/tmp/infergate-nccl.{os.getpid()}.log"
 
 
 def rendezvous(rank, world, deadline, quiet):
-    """Gloo all-reduce across the nodes, and NCCL where GPUs exist, under a hard deadline.
-    The NCCL timing waits for QUIET: while the main thread imports the engine it holds the
-    GIL, and each all-reduce call waited for it (measured on 2xH200: 6.5 GB/s instead of
-    268)."""
+    """Gloo all-reduce across the nodes, and NCCL where GPUs exist, under a hard deadline; the
+    NCCL timing waits for QUIET, as the main thread's imports hold the GIL
+    (docs/checks.md#in-image-probe)."""
     from datetime import timedelta
 
-    os.environ.setdefault("NCCL_DEBUG", "INFO")  # its `via` lines name the transport
+    # its `via` lines name the transport
+    os.environ.setdefault("NCCL_DEBUG", "INFO")
     os.environ.setdefault("NCCL_DEBUG_FILE", NCCL_LOG)
     import torch
     import torch.distributed as dist
@@ -318,10 +311,8 @@ def rendezvous(rank, world, deadline, quiet):
 
 
 def open_store(dist, rank, world, timeout, until):
-    """The rendezvous store on MASTER_ADDR:MASTER_PORT. The head retries a bind that finds
-    the port busy until the deadline: seen in the lab right after a previous preflight, the
-    port comes free within a second or two; a process that really holds it is named by the
-    ports test, and this then fails with the bind error at the deadline."""
+    """The rendezvous store on MASTER_ADDR:MASTER_PORT; the head retries a bind that finds the
+    port busy until the deadline (docs/checks.md#in-image-probe)."""
     master = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
     while True:
         try:
@@ -333,10 +324,9 @@ def open_store(dist, rank, world, timeout, until):
 
 
 def leave_last_from_the_port(store, rank, world):
-    """The head closes its store after the others have closed their connections to it. The
-    side that closes first keeps the connection in TIME_WAIT for a minute: on the head that
-    is the dist-init port, and the engine launched next could not bind it (EADDRINUSE).
-    The others close theirs when this returns (the store is dropped with the caller's frame)."""
+    """The head closes its store after the others closed their connections to it, so TIME_WAIT
+    holds no dist-init port (docs/checks.md#in-image-probe). The others close theirs when this
+    returns (the store is dropped with the caller's frame)."""
     from datetime import timedelta
 
     if rank:
@@ -344,7 +334,8 @@ def leave_last_from_the_port(store, rank, world):
         return
     store.wait([f"infergate-bye-{r}" for r in range(1, world)], timedelta(seconds=10))
     port, until = int(os.environ["MASTER_PORT"]), time.monotonic() + 2.0
-    while accepted_on(port) > 1 and time.monotonic() < until:  # the 1: the head's own client
+    # the 1: the head's own client
+    while accepted_on(port) > 1 and time.monotonic() < until:
         time.sleep(0.02)
 
 
@@ -372,7 +363,7 @@ def nccl_bench(rank, world, deadline):
     # one rank per node uses one GPU; ranks sharing a host (LOCAL_RANK) take one each
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
     group = dist.new_group(backend="nccl")
-    x = torch.ones(64 * 2**20, dtype=torch.bfloat16, device="cuda")  # 128 MiB
+    x = torch.ones(64 * 2**20, dtype=torch.bfloat16, device="cuda")
     dist.all_reduce(x, group=group)
     torch.cuda.synchronize()
     start, iters = time.monotonic(), 5
@@ -400,8 +391,10 @@ def main():
     argument, model, rank, world, deadline, facts, *planned = sys.argv[1:]
     engine = json.loads(argument)
     until = time.monotonic() + float(deadline)
-    said = threading.Event()  # the rendezvous section is printed once: by the thread or at expiry
-    quiet = threading.Event()  # the facts are read: this thread no longer takes the GIL
+    # the rendezvous section is printed once: by the thread or at expiry
+    said = threading.Event()
+    # set once the facts are read: this thread no longer takes the GIL
+    quiet = threading.Event()
 
     def rendezvous_section():
         try:
@@ -410,7 +403,8 @@ def main():
         except BaseException as e:
             trace = traceback.format_exc()[-3000:]
             found = ({"error": f"{type(e).__name__}: {e}", "trace": trace}, 1)
-        with PRINTING:  # held until printed: main cannot exit between the two
+        # held until printed: main cannot exit between the two
+        with PRINTING:
             if not said.is_set():
                 said.set()
                 section("rendezvous", *found)
@@ -429,13 +423,15 @@ def main():
         guarded("chat-template", lambda: chat_template(model, planned))
     quiet.set()
 
-    meeting.join(max(0.0, until - time.monotonic()))  # the rendezvous never outlives it
+    # the rendezvous never outlives the deadline
+    meeting.join(max(0.0, until - time.monotonic()))
     with PRINTING:
         expired = not said.is_set()
         said.set()
         if expired:
             section("rendezvous", {"error": f"no rendezvous within {deadline} s"}, 124)
-    os._exit(124 if expired else 0)  # torch's threads would otherwise hold the process
+    # torch's threads would otherwise hold the process
+    os._exit(124 if expired else 0)
 
 
 if __name__ == "__main__":
