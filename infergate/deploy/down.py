@@ -1,10 +1,9 @@
-"""`infergate down --run ID | --all-runs [--inventory PATH]`: remove what a
-run of this suite left on the nodes (a run killed before its teardown, or kept with
---keep-deployment), by its label, on every node of the plan, and prove it with a separate
-listing. Nothing without the suite's labels is touched.
+"""`infergate down --run ID | --all-runs`: remove, by its label, what a run left on the
+nodes (killed before its teardown, or kept with --keep-deployment), and print per node
+what it removed.
 
-Prints, per node (name and address), what it removed, and exits 0 when no container of the
-run is left on any node; 1 when a node could not be reached or still holds one.
+Nothing without the suite's labels is touched; exit 0 only when a separate listing shows
+none of the run's containers left on any node.
 """
 
 from __future__ import annotations
@@ -56,8 +55,10 @@ def down(inventory: Inventory, config: Path, run: str | None, path: str) -> int:
     0 when nothing of the run is left, 1 when a node could not be cleared."""
     held, live, note = live_run(inventory, config)
     if note and (run == live or (run is None and live is None)):
-        print(f"{note}: it is running; nothing removed. End that run first (its own teardown "
-              "removes its containers)")  # fmt: skip
+        print(
+            f"{note}: it is running; nothing removed. End that run first (its own teardown "
+            "removes its containers)"
+        )
         return 1
     try:
         nodes = {n.name: n for n in inventory.nodes}

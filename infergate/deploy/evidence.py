@@ -26,9 +26,10 @@ def save_evidence(s: LaunchState, folder: Path) -> None:
     for node in s.watches:
         into = private_dir(folder / node)
         for name, read in readers:
+            # an unreachable node must not hide the others' evidence
             try:
                 write_private(into / name, s.hide(read(s, node)))
-            except Exception as e:  # an unreachable node must not hide the others' evidence
+            except Exception as e:
                 write_private(into / name, s.hide(f"could not read: {e}\n"))
 
 

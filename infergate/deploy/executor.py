@@ -1,10 +1,8 @@
 """The deploy handle: perform a Launch on the nodes, milestone by milestone, and undo it.
 
-`Deployment` is a context manager that starts this run's containers in the engine's order
-(starting.py), waits at each gate (gates.py) and, on leaving, saves the evidence
-(evidence.py) and removes exactly the containers that carry this run's label, on every node,
-whatever happened (removal.py). A launch refused before it started anything removes nothing
-(what is there is not its own). What it reaches and has seen is its `LaunchState`.
+`Deployment` starts this run's containers (starting.py), waits at each gate (gates.py) and,
+on leaving, saves the evidence and removes exactly the containers with this run's label, on
+every node, whatever happened. A launch refused before it started anything removes nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +39,8 @@ class Deployment:
     ) -> None:
         self.options = options or DeployOptions()
         self.state = LaunchState(launch, nodes, io, say, self.options)
-        self.touched = False  # whether this handle started anything: else nothing to remove
+        # a handle that started nothing has nothing of its own to remove
+        self.touched = False
 
     def __enter__(self) -> Deployment:
         return self
@@ -74,7 +73,8 @@ class Deployment:
         steps = s.launch.steps if steps is None else steps
         if any(isinstance(step, Start) for step in steps):
             starting.refuse_taken(s)
-            starting.follow_events(s)  # before the first start: no event missed
+            # before the first start, so that no event is missed
+            starting.follow_events(s)
         self.touched = True
         for step in steps:
             if isinstance(step, Start | Exec):

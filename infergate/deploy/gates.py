@@ -1,11 +1,10 @@
-"""The launch's gates, each waited for through waiting.wait_until until its deadline (counted
-from the launch's start): a milestone every planned node logs, Ray's own list of the cluster,
-the API answering on the head. Each look first refreshes what the handle watches, which
-ends the wait at once on a fatal line or a stopped container; a gate past its deadline
-fails with its own remedy (launch.py: the adapter set it). A gate that asks (`ray status`,
-the API) asks at most once a POLL_S: the wait wakes on every log line, and an engine that
-logs each request it answers (SGLang's access log of a 503 from /health_generate) would
-otherwise be asked again at once, hundreds of times a second, through its warm-up."""
+"""The launch's gates: a milestone every planned node logs, Ray's list of the cluster, the
+API answering on the head, each waited for until its deadline from the launch's start.
+
+Each look first refreshes the watches, so a fatal line or a stopped container ends the wait
+at once; a gate past its deadline fails with the remedy its adapter set. A gate that asks
+(`ray status`, the API) asks at most once a POLL_S (docs/deploy-and-inference.md#gate-polling).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from infergate.problems import Problem
 from infergate.remote.docker_api import API_ERRORS, engine_said
 from infergate.waiting import Clock, WaitTimedOut, wait_until
 
-POLL_S = 1.0  # between two looks at `ray status` or the API (a log line wakes it earlier)
+POLL_S = 1.0  # between two asks of `ray status` or the API
 HTTP_PROBE_S = 5.0  # one GET of the readiness gate: a server that is up answers at once
 
 
@@ -34,7 +33,8 @@ def wait_for(s: LaunchState, gate: Gate) -> None:
     try:
         wait_until(lambda: look(s, gate, asked), gate.name, clock, POLL_S, s.wait_for_news)
     except WaitTimedOut as e:
-        judge_oom(s)  # a rank the kernel killed is silent: say why
+        # a rank the kernel killed is silent: say why
+        judge_oom(s)
         s.fail(missed(gate, s.watches, s.head, e.last, s.elapsed()), gate.name)
 
 
@@ -82,7 +82,7 @@ def exec_in(s: LaunchState, node: str, argv: tuple[str, ...]) -> str:
     """ARGV run in NODE's engine container, to its end: what it printed (redacted); an
     engine that cannot run it ends the launch, in its own words."""
     try:
-        output = s.container(node).exec_run(list(argv)).output  # whole: not streamed
+        output = s.container(node).exec_run(list(argv)).output
     except API_ERRORS as e:
         container, command = s.watches[node].container, shlex.join(argv)
         found = f"`{command}` in {container} failed: {s.hide(engine_said(e))}"

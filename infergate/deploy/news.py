@@ -1,9 +1,8 @@
 """What the nodes said, taken into the launch's watches and judged.
 
-Each look takes in the streams' news (log lines, events, streams lost), prints milestones
-as they are reached, and ends the launch at once on a fatal line, a stopped container, a
-lost engine connection or the kernel's OOM kill, on whichever node it was. After the
-launch, the same news says whether each rank is still alive.
+Each look takes in the streams' news, prints milestones as they are reached, and ends the
+launch at once on a fatal line, a stopped container, a lost engine connection or an OOM
+kill, on whichever node it was. After the launch, the same news says whether a rank lives.
 """
 
 from __future__ import annotations
@@ -49,7 +48,8 @@ def refresh(s: LaunchState) -> None:
         judge_lost(s, node)
     started = s.started()
     if stopped := [n for n in started if s.watches[n].state != "running"]:
-        for node in stopped:  # its last lines say why: read them before judging
+        # a stopped container's last lines say why: read them before judging
+        for node in stopped:
             s.streams.finish_log(node, LOG_END_S)
         take_news(s)
     now = s.elapsed()
@@ -90,7 +90,7 @@ def judge_lost(s: LaunchState, node: str) -> None:
         try:
             container = s.container(node)
             container.reload()
-        except NotFound:  # removed since: judged as gone
+        except NotFound:
             s.watches[node].state = "missing"
             return
         except API_ERRORS as e:
@@ -141,7 +141,7 @@ def processes(s: LaunchState, node: str) -> list[Process]:
     """The processes of NODE's engine container (none when it is not running)."""
     try:
         return parse_top(s.container(node).top(ps_args="-o pid,args"))
-    except API_ERRORS:  # stopped or gone: rank_problems says so from its state
+    except API_ERRORS:
         return []
 
 

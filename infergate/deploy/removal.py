@@ -1,8 +1,8 @@
-"""A run's containers removed through a node's Docker Engine API, by the suite's labels
-(runs.LABELS), and proven by a separate listing after it: each stopped (SIGTERM, SIGKILL
-after the grace) then removed. Only what carries one of the labels is ever listed, so nothing
-the suite did not start is touched. The deploy handle (`remove_launch`) and `infergate down`
-both remove so; runs.check_removed judges what happened, in the words an operator acts on.
+"""A run's containers removed through a node's Docker Engine API by the suite's labels, and
+proven by a separate listing after it; the deploy handle and `infergate down` both use it.
+
+Only what carries one of the labels is ever listed, so nothing the suite did not start is
+touched; runs.check_removed judges what happened.
 """
 
 from __future__ import annotations

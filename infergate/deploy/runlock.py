@@ -1,19 +1,9 @@
 """The cluster lock: one run at a time on a cluster, for the preflight and the deploy.
 
-Two runs at once race for the dist-init port, the API port and GPU memory, and each one's
-checks see the other's containers. The lock is `flock(1)` on a file on the head, held by a
-shell that one SSH session of the holding run keeps open for the run's whole life: it reads
-its stdin until the controller closes it. So the lock is released on every exit path, with
-no clean-up code that has to run: the run ends (stdin closed), the controller is killed
-(the kernel closes the pipe), or the connection drops (sshd ends the session). A crashed
-holder cannot block the cluster for longer than its connection lives.
-
-Beside the lock, the holder writes who it is (run, plan, user@host, pid, start time) and
-the pid of its shell on the head, so that the run that waits names the one that holds it,
-and an operator can end a holder whose connection is stuck: `kill PID` on the head.
-
-The holder's side is at the end: one process per request (the suite's fixture and
-`deploy down` use it); the rest is pure.
+`flock(1)` on the head, held by a shell that one SSH session of the run keeps open for the
+run's whole life, so it is released on every exit path with no clean-up code; a note beside
+it names the holder (docs/deploy-and-inference.md#cluster-lock). The holder's side is at the
+end, one process per request; the rest is pure.
 """
 
 from __future__ import annotations
@@ -37,8 +27,10 @@ LOCK_DIR = "/run/infergate/lock"  # tmpfs: a reboot leaves no stale holder note
 HELD, BUSY = "HELD", "BUSY"
 BUSY_EXIT = 75  # EX_TEMPFAIL
 SSH_FAILED = 255
-RELEASE_S = 10.0  # for the lock's ssh to end once its stdin closed, before it is killed
-ANSWER_S = 15.0  # for the head's answer past the connect timeout (a slow login, a busy head)
+# for the lock's ssh to end once its stdin closed, before it is killed
+RELEASE_S = 10.0
+# for the head's answer past the connect timeout (a slow login, a busy head)
+ANSWER_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -52,8 +44,8 @@ class Holder:
     started: str  # UTC, ISO 8601
 
     def describe(self) -> str:
-        return (f"run {self.run_id} (plan {self.plan}, by {self.user}, pid {self.pid}, "
-                f"since {self.started})")  # fmt: skip
+        by = f"plan {self.plan}, by {self.user}, pid {self.pid}, since {self.started}"
+        return f"run {self.run_id} ({by})"
 
 
 def lock_dir(inventory: Inventory) -> str:
@@ -68,18 +60,19 @@ def lock_command(holder: Holder, wait_s: float, lock_dir: str = LOCK_DIR) -> str
     note = shlex.quote(json.dumps(holder.__dict__))
     take = f"flock -w {wait_s:g} 9" if wait_s > 0 else "flock -n 9"
     d = shlex.quote(lock_dir)
-    return "\n".join([
-        f"mkdir -p {d} && exec 9>>{d}/cluster.lock || exit 71",
-        f"if ! {take}; then",
-        f'  printf "{BUSY} %s %s\\n" "$(cat {d}/holder.pid 2>/dev/null)" '
-        f'"$(cat {d}/holder.json 2>/dev/null)"; exit {BUSY_EXIT}',
-        "fi",
-        f"printf '%s\\n' {note} > {d}/holder.json; echo $$ > {d}/holder.pid",
-        f"echo {HELD}",
-        # hold until the controller closes stdin or the session ends; only this shell holds
-        # the lock (cat does not inherit it), so `kill PID` of the note frees it too
-        "cat >/dev/null 9>&-",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"mkdir -p {d} && exec 9>>{d}/cluster.lock || exit 71",
+            f"if ! {take}; then",
+            f'  printf "{BUSY} %s %s\\n" "$(cat {d}/holder.pid 2>/dev/null)" '
+            f'"$(cat {d}/holder.json 2>/dev/null)"; exit {BUSY_EXIT}',
+            "fi",
+            f"printf '%s\\n' {note} > {d}/holder.json; echo $$ > {d}/holder.pid",
+            f"echo {HELD}",
+            # hold until stdin ends; only this shell holds the lock, so `kill PID` frees it too
+            "cat >/dev/null 9>&-",
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -124,10 +117,12 @@ def no_reply_problem(status: int | None, stderr: str, head: str) -> Problem:
     """The head answered the lock request with neither HELD nor BUSY: no flock(1) there
     (127), its lock directory not writable (71), or no answer before the deadline (None)."""
     said = last_line(stderr, "no output")
-    cause = {127: "flock(1) is missing on the head: install util-linux there",
-             71: f"{LOCK_DIR} cannot be written on the head: make it writable for the SSH user",
-             None: "the head did not answer in time: check its load and `pytest -m preflight "
-                   "-k ssh`"}.get(status, "read what the head said above")  # fmt: skip
+    causes = {
+        127: "flock(1) is missing on the head: install util-linux there",
+        71: f"{LOCK_DIR} cannot be written on the head: make it writable for the SSH user",
+        None: "the head did not answer in time: check its load and `pytest -m preflight -k ssh`",
+    }
+    cause = causes.get(status, "read what the head said above")
     return Problem(
         f"no answer to the lock request (exit {status}): {said[:300]}",
         f"the cluster lock taken on the head {head}",
@@ -140,8 +135,9 @@ def no_reply_problem(status: int | None, stderr: str, head: str) -> Problem:
 
 def this_holder(run_id: str, plan: str) -> Holder:
     """This process as the holder of RUN_ID, now."""
-    return Holder(run_id, plan, f"{getpass.getuser()}@{socket.gethostname()}", os.getpid(),
-                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # fmt: skip
+    user = f"{getpass.getuser()}@{socket.gethostname()}"
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return Holder(run_id, plan, user, os.getpid(), started)
 
 
 class HeldLock:
@@ -166,10 +162,11 @@ def ask_lock(
     """One request for the lock, over the plan's ssh_config CONFIG: held, or who holds it,
     or ssh's exit status and stderr."""
     argv = ssh_command(config, inventory.head, lock_command(holder, wait_s, lock_dir(inventory)))
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               # a terminal's Ctrl-C must not end it before the teardown
-                               start_new_session=True)  # fmt: skip
+    pipe = subprocess.PIPE
+    # a session of its own: a terminal's Ctrl-C must not end it before the teardown
+    process = subprocess.Popen(
+        argv, stdin=pipe, stdout=pipe, stderr=pipe, text=True, start_new_session=True
+    )
     return read_answer(process, wait_s + inventory.thresholds.connect_timeout_s + ANSWER_S)
 
 
@@ -181,9 +178,9 @@ def read_answer(
     busy = parse_lock_reply(line) if line else None
     if line and busy is None:
         return HeldLock(process), None, (0, "")
-    HeldLock(process).release()  # ended by itself (refused, ssh failed), or killed now
-    # an answer, even an empty one (ssh failed and closed its output), carries ssh's own
-    # status: its output can close a moment before it exits, so poll() would be too early
+    # ended by itself (refused, ssh failed), or killed now
+    HeldLock(process).release()
+    # an empty answer too carries ssh's status (docs/deploy-and-inference.md#cluster-lock)
     return None, busy, (process.returncode if line is not None else None, _stderr(process))
 
 

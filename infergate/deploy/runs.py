@@ -1,14 +1,8 @@
-"""This suite's runs on the nodes: the containers each run left, found and removed by label.
+"""This suite's runs on the nodes: the containers each run left, judged by their labels.
 
-The label is the record. Every container a run starts carries `infergate.run=<run id>`
-(and `infergate.plan`); the in-image probe's carry `infergate.preflight=<run id>`. What a
-run leaves behind is exactly what carries its id, so the containers themselves say which
-runs are still there, on the node where they are, whatever happened to the controller that
-started them: no file on the controller or the head can disagree with them. The cluster lock
-(runlock.py) names the run that holds the cluster now.
-
-Nothing here touches a node: removal.py lists and removes through each node's Engine API;
-the judges of what it found are here.
+The label is the record (docs/deploy-and-inference.md#run-labels): what a run leaves behind
+is exactly what carries its id. Pure: removal.py lists and removes through each node's
+Engine API, and the judges of what it found are here.
 """
 
 from __future__ import annotations
@@ -21,8 +15,10 @@ from infergate.engines.labels import PLAN_LABEL, PROBE_LABEL, RUN_LABEL
 from infergate.problems import Problem
 from infergate.waiting import TIMEOUT_EXITS
 
-LABELS = (RUN_LABEL, PROBE_LABEL)  # every container of this suite carries one of them
-STOP_GRACE_S = 5  # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
+# every container of this suite carries one of them
+LABELS = (RUN_LABEL, PROBE_LABEL)
+# SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
+STOP_GRACE_S = 5
 
 
 @dataclass(frozen=True)
@@ -57,15 +53,20 @@ def check_run_not_taken(run_id: str, names: list[str]) -> list[Problem]:
     if not taken:
         return []
     inspect = shlex.join(["docker", "inspect", taken[0]])
-    return [Problem(
+    found = (
         f"container(s) {', '.join(taken)} already there with this run's name or label "
-        f"(run {run_id})", "no container of this run before it starts",
+        f"(run {run_id})"
+    )
+    remedy = (
         f"a container already carries this run's id (another launch with the same id, or one "
         f"named after it): find what it is (`{inspect}`) and remove it if it is a leftover, "
-        "or start the run again for a new id")]  # fmt: skip
+        "or start the run again for a new id"
+    )
+    return [Problem(found, "no container of this run before it starts", remedy)]
 
 
-Exit = tuple[int, str]  # a command's exit status and the last line of its stderr
+# a command's exit status and the last line of its stderr
+Exit = tuple[int, str]
 
 
 def check_removed(
@@ -78,19 +79,20 @@ def check_removed(
     problems = []
     if removal[0] != 0:
         late = " (its deadline passed)" if removal[0] in TIMEOUT_EXITS else ""
-        problems.append(Problem(
-            f"the removal of {which} exited {removal[0]}{late}{_said(removal)}",
-            "the removal exits 0", removal_remedy(run_id, inventory_path, removal)))  # fmt: skip
+        found = f"the removal of {which} exited {removal[0]}{late}{_said(removal)}"
+        remedy = removal_remedy(run_id, inventory_path, removal)
+        problems.append(Problem(found, "the removal exits 0", remedy))
     if listing[0] != 0:
-        problems.append(Problem(
+        found = (
             f"the listing after the removal exited {listing[0]}{_said(listing)}: what is left "
-            "is unknown", "a listing that shows none of its containers",
-            removal_remedy(run_id, inventory_path, listing)))  # fmt: skip
+            "is unknown"
+        )
+        remedy = removal_remedy(run_id, inventory_path, listing)
+        problems.append(Problem(found, "a listing that shows none of its containers", remedy))
     elif left:
         remedy = removal_remedy(run_id, inventory_path, removal)
-        problems.append(Problem(
-            f"container(s) of {which} still there after the removal: {', '.join(left)}",
-            "none of its containers left", remedy))  # fmt: skip
+        found = f"container(s) of {which} still there after the removal: {', '.join(left)}"
+        problems.append(Problem(found, "none of its containers left", remedy))
     return problems
 
 
@@ -106,8 +108,9 @@ def _cause(done: Exit) -> str:
         return f"SSH to the node failed during the removal ({said or 'no message'})"
     if "Cannot connect to the Docker daemon" in said:
         return "Docker is not answering on the node: start it (`systemctl start docker`)"
-    return f"Docker on the node failed ({said or f'exit {status}'})" if status else (
-        "Docker left them (a container that will not stop)")  # fmt: skip
+    if status:
+        return f"Docker on the node failed ({said or f'exit {status}'})"
+    return "Docker left them (a container that will not stop)"
 
 
 def node_remove_hint(run_id: str | None) -> str:
@@ -123,5 +126,5 @@ def node_remove_hint(run_id: str | None) -> str:
 
 def removal_remedy(run_id: str | None, inventory_path: str | None, done: Exit) -> str:
     """Lead with the cause, then the command that finishes the removal."""
-    return (f"{_cause(done)}; then run `{down_command(run_id, inventory_path)}`, or on the "
-            f"node `{node_remove_hint(run_id)}`")  # fmt: skip
+    down = down_command(run_id, inventory_path)
+    return f"{_cause(done)}; then run `{down}`, or on the node `{node_remove_hint(run_id)}`"

@@ -1,9 +1,8 @@
 """This run's containers started through each node's Docker Engine API, and followed.
 
 A launch whose run id or container names are already on a node is refused before it starts
-anything (its teardown removes by label: it would remove them). Each node's events are
-followed before the first start, so none is missed; each container's log from its first
-line. The engine's refusal ends the launch at once, in its own words (hidden).
+anything (docs/deploy-and-inference.md#run-labels). The engine's refusal ends the launch at
+once, in its own words.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One launch's state: what the gates, the watch and the failure text read and update.
 
-`LaunchState` holds the plan's launch and nodes, the node I/O handed in (a shell per node,
-each node's Docker Engine API), the streams and the news they brought, each node's watch,
-and the launch's clock. Its one invariant: every text it keeps, says, runs back or raises
+`LaunchState` holds the launch, its nodes and their I/O, the streams and their news, each
+node's watch and the clock. Its invariant: every text it keeps, says, runs back or raises
 has passed through `hide` (vLLM logs its arguments, the API key among them).
 """
 

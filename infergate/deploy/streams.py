@@ -1,13 +1,8 @@
-"""A launch's containers, followed as streams of each node's Docker Engine API, into one
-queue: each container's log as Docker writes it (`GET /containers/ID/logs?follow=1`), each
-node's events for this run's label (start, die with its exit code, oom, destroy). The watch
-wakes on that queue: a container's death reaches it within milliseconds, nothing is re-read.
+"""A launch's containers followed as streams of each node's Docker Engine API, into one
+queue: each container's log, and each node's events for this run's label.
 
-Lines are split on "\\n" only, as Docker stores them (a tqdm bar's "\\r" stays inside its line).
-Nothing here reads a line's meaning (watch.py does). Every stream is closed on `close`; its
-threads are daemons. A stream that ends before `close` says so (`News.lost`, with what it
-ended on): a dropped engine connection would otherwise leave the gate waiting for its
-deadline (news.py tells it from a container's exit).
+Nothing here reads a line's meaning (watch.py does). A stream that ends before `close` says
+so (`News.lost`); every stream is closed on `close` (docs/deploy-and-inference.md#log-streams).
 """
 
 from __future__ import annotations
@@ -39,7 +34,7 @@ class News:
     line: str | None = None
     event: dict[str, Any] = field(default_factory=dict)
     lost: str = ""
-    lost_log: bool = False  # the lost stream was a container's log: its exit ends it too
+    lost_log: bool = False  # a container's log: its exit ends it too
 
 
 def lines_of(chunks: Iterable[bytes]) -> Iterator[str]:
@@ -59,7 +54,7 @@ class Streams:
         self.queue: queue.Queue[News] = queue.Queue()
         self._open: list[Closable] = []
         self._threads: list[threading.Thread] = []
-        self._logs: dict[str, threading.Thread] = {}  # node -> its log's reader
+        self._logs: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -86,13 +81,16 @@ class Streams:
 
     def _follow(
         self,
-        stream: Any,  # docker-py's CancellableStream
+        stream: Any,
         news: Callable[[Any], News],
-        lost: News,  # what to say when it ends before `close` (its error added)
+        lost: News,
         items: Callable[[Any], Iterable[Any]] = iter,
     ) -> threading.Thread | None:
+        """Pump STREAM (docker-py's CancellableStream) into the queue as NEWS; LOST (its error
+        added) when it ends before `close`."""
         with self._lock:
-            if self._closed:  # the launch ended while this stream was opened
+            # the launch ended while this stream was opened
+            if self._closed:
                 stream.close()
                 return None
             self._open.append(stream)
@@ -116,7 +114,8 @@ class Streams:
                 self.queue.put(news(item))
         except Exception as e:  # whatever its socket raised: said, not hidden
             said = f"ended: {type(e).__name__}: {e}"[:300]
-        with self._lock:  # closed under its reader (the launch's end): nothing was lost
+        # closed under its reader (the launch's end): nothing was lost
+        with self._lock:
             if not self._closed:
                 self.queue.put(replace(lost, lost=f"{lost.lost} {said}"))
 
@@ -144,6 +143,7 @@ class Streams:
         for stream in streams:
             with contextlib.suppress(Exception):  # already closed by its engine
                 stream.close()
-        end = time.monotonic() + JOIN_S  # one wait for all: a stuck one is a daemon, left
+        # one wait for all: a stuck thread is a daemon, left behind
+        end = time.monotonic() + JOIN_S
         for thread in self._threads:
             thread.join(max(0.0, end - time.monotonic()))

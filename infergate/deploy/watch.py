@@ -37,9 +37,8 @@ class NodeWatch:
 
 
 def oom_command(container_id: str) -> str:
-    """The kernel's OOM kills inside the container (`dmesg` names the victim's cgroup, hence
-    the container's ID): Docker's own oom event is never sent when the memory limit sits
-    above the container (a node's cgroup, as in the lab), so the kernel is asked."""
+    """The kernel's OOM kills inside the container, from `dmesg`: Docker sends no oom event
+    for a limit above the container (docs/deploy-and-inference.md#oom-kills)."""
     # the victim's cgroup (task_memcg), not the cpuset of the task that hit the limit
     kid = shlex.quote(container_id)
     return f"dmesg 2>/dev/null | grep -E 'oom-kill:.*task_memcg=[^,]*'{kid} || true"
@@ -126,9 +125,11 @@ def behind(gate: Gate, watches: dict[str, NodeWatch], head: str) -> list[str]:
 
 
 def last_said(lines: list[str]) -> str:
-    """The last thing a node's log shows, as a terminal would: a progress bar redraws its
-    line after "\r" (tqdm: `\rLoading safetensors checkpoint shards:  45% Completed | 5/11`),
-    so the last "\r" part that is not blank, without ANSI codes."""
+    """The last thing a node's log shows, as a terminal would: the last part after a "\\r"
+    that is not blank (a progress bar redraws its line), without ANSI codes.
+
+    Sample (tqdm): ``\\rLoading safetensors checkpoint shards:  45% Completed | 5/11``
+    """
     for line in reversed(lines):
         parts = [p.strip() for p in _ANSI.sub("", line).split("\r")]
         if shown := next((p for p in reversed(parts) if p), ""):

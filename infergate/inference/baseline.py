@@ -1,14 +1,8 @@
 """A stored baseline of tokens/s and TTFT, per deployment, and the judge that compares to it.
 
 A baseline only means something for the same deployment, so it is keyed by what makes one:
-the hardware, the image ID, the model manifest's digest and the engine flags. The file
-(its path is `inference.baseline` in the inventory) reads:
-
-    {"format": "infergate-baseline/1",
-     "baselines": {"2x NVIDIA H200 | sha256:ab.. | sha256:cd.. | --tensor-parallel-size 2": {
-        "key": {"hardware": "2x NVIDIA H200", "image_id": "sha256:ab..", ...},
-        "recorded_at": "2026-12-01T10:00:00+00:00",
-        "levels": {"1": {"output_tok_s": 41.2, "median_ttft_ms": 38.0}, "16": {...}}}}}
+the hardware, the image ID, the model manifest's digest and the engine flags. The file's
+form: docs/reports.md#the-baseline-file.
 """
 
 from __future__ import annotations

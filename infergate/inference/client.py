@@ -1,10 +1,8 @@
 """An OpenAI-compatible endpoint as clients see it: HTTP through the endpoint's one session
 (infergate.remote.http_session), timed per SSE event.
 
-Each event is stamped with `time.perf_counter()` when the bytes holding the blank line that
-completes it arrive, as `vllm bench serve` stamps a message when its `\\n\\n` arrives: the
-body is read as it comes (one socket read at a time, never buffered to a size). Every call
-has its own deadline, enforced on the socket before each read.
+Each event is stamped when the bytes completing it arrive, as `vllm bench serve` stamps it;
+every call has its own deadline (docs/deploy-and-inference.md#timing-per-sse-event).
 """
 
 from __future__ import annotations
@@ -31,14 +29,14 @@ class StreamRecord:
     """One streamed request as the client saw it; times are `time.perf_counter()` seconds."""
 
     status: int | None  # None: no HTTP response at all
-    error: str  # "" when none
+    error: str
     start_s: float  # just before the connection was opened
     content_times: tuple[float, ...]  # each event that carried generated or reasoning text
-    end_s: float  # the last JSON event (the usage chunk, when asked): vLLM's end of a request
+    end_s: float  # the last JSON event: vLLM's end of a request
     text: str
     reasoning: str
     finish_reason: str | None
-    usage: Mapping[str, object] | None  # the last `usage` seen: the final chunk's
+    usage: Mapping[str, object] | None
     raw: str  # the response body as received, for framing checks
     arrival_s: float | None = None  # an open loop's planned arrival; None in a closed loop
 
@@ -77,11 +75,13 @@ class _Recorder:
 
     def on_event(self, event: Event, now: float) -> None:
         chunk = event.chunk()
-        if event.done or chunk is None:  # a non-JSON event is framing's to report
+        # a non-JSON event is framing's to report
+        if event.done or chunk is None:
             self.done = self.done or event.done
             return
         self.end_s = now
-        if "error" in chunk:  # vLLM reports a failure mid-stream as `data: {"error": {...}}`
+        # vLLM reports a failure mid-stream as `data: {"error": {...}}`
+        if "error" in chunk:
             self.error = f"error event: {json.dumps(chunk['error'])[:500]}"
         text, reasoning = chunk_texts(chunk)
         if text or reasoning:
@@ -115,12 +115,9 @@ def stream_completion(
     api_key: str | None = None,
     ca_bundle: str | None = None,
 ) -> StreamRecord:
-    """POST `body` to `base_url` + `path` streaming with usage; record every event's time.
-
-    `base_url` is the API root (`http://head:8000/v1`), `path` the endpoint
-    (`/chat/completions` or `/completions`). Never raises for what the server or the network
-    did: that lands in `status` and `error`.
-    """
+    """POST BODY to BASE_URL (`http://head:8000/v1`) + PATH (`/chat/completions`), streaming
+    with usage; record every event's time. Never raises for what the server or the network
+    did: that lands in `status` and `error`."""
     streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
     session = http_session.session_for(base_url, api_key, ca_bundle)
     rec = _Recorder(time.perf_counter())
@@ -216,7 +213,8 @@ def _call(
         return response.status_code, text
 
 
-OnDone = Callable[[StreamRecord], None]  # called in the sending thread as each request ends
+# called in the sending thread as each request ends
+OnDone = Callable[[StreamRecord], None]
 
 
 @dataclass(frozen=True)
@@ -227,7 +225,7 @@ class LoadRun:
     records: tuple[StreamRecord, ...]
     duration_s: float  # first request sent to last one finished, as vLLM's benchmark_duration
     rate: float | None = None  # the open loop's planned requests/s
-    repeated: int = 0  # requests that reused a body: a duration level outlasting its bodies
+    repeated: int = 0  # requests that reused a body
 
 
 class _Feed:
@@ -267,16 +265,9 @@ def run_load(
     duration_s: float | None = None,
     on_done: OnDone | None = None,
 ) -> LoadRun:
-    """Keep exactly `concurrency` requests in flight: every body once, or, with `duration_s`,
-    new requests (the bodies in turn, again from the first when they run out) until that
-    many seconds have passed; those then in flight finish and count, and the level's
-    duration runs to the last of them (vLLM's benchmark_duration; guidellm's max_seconds
-    drops them instead, which shortens long answers' share).
-
-    Like `vllm bench serve --request-rate inf --max-concurrency N`: a new request starts the
-    moment one finishes. Keep-alive connections are reused, as vLLM's client reuses them
-    (the endpoint's one session keeps them).
-    """
+    """Keep exactly CONCURRENCY requests in flight, as `vllm bench serve --max-concurrency N`:
+    every body once, or new ones until DURATION_S, those then in flight finishing and
+    counting (docs/deploy-and-inference.md#closed-loop-levels)."""
     send = _sender(base_url, path, timeout_s, api_key, ca_bundle, on_done)
     start = time.perf_counter()
     feed = _Feed(bodies, None if duration_s is None else start + duration_s)
@@ -317,12 +308,9 @@ def run_open_loop(
     duration_s: float | None = None,
     on_done: OnDone | None = None,
 ) -> LoadRun:
-    """Send requests at Poisson arrivals of `rate` per second, whether or not earlier ones
-    have finished: every body once, or, with `duration_s`, arrivals until then (the bodies
-    in turn); those in flight then finish and count. At most POOL_SIZE are in flight (the
-    endpoint's connections): an arrival past that waits for one, as vLLM's
-    `--max-concurrency` holds it. Each record keeps its planned arrival, from which its
-    wait is counted (outputs' queue_times)."""
+    """Send requests at Poisson arrivals of RATE per second, whether or not earlier ones have
+    finished, at most POOL_SIZE in flight; each record keeps its planned arrival
+    (docs/deploy-and-inference.md#open-loop-levels)."""
     send = _sender(base_url, path, timeout_s, api_key, ca_bundle, on_done)
     start = time.perf_counter()
     feed = _Feed(bodies, None if duration_s is None else start + duration_s)

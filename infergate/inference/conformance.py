@@ -125,10 +125,9 @@ def stop_word(answer: object) -> str | None:
 
 
 def silent_tokens(answer: object) -> str | None:
-    """Why no stop string can come from an answer whose tokens decode to (almost) no text:
-    special tokens, which the text leaves out; the lab's random-weight model, served by
-    SGLang 0.5.23, wrote 24 of them to one launch's greedy prompt. None for any other answer
-    (an answer without tokens is the judge's to fail)."""
+    """Why no stop string can come from an answer whose tokens decode to (almost) no text
+    (docs/deploy-and-inference.md#silent-tokens); None for any other answer (an answer
+    without tokens is the judge's to fail)."""
     text = _get(answer, "choices", 0, "text")
     tokens = _get(answer, "usage", "completion_tokens")
     if not isinstance(text, str) or len(text.strip()) >= 4 or not isinstance(tokens, int):
@@ -192,7 +191,7 @@ BAD_REQUESTS = (
     BadRequest("malformed-json", lambda b: '{"model": "x", "messages": ', (400, 422)),
     BadRequest("messages-not-a-list", lambda b: {**b, "messages": "not a list"}, (400, 422)),
     BadRequest("negative-max-tokens", lambda b: {**b, "max_tokens": -3}, (400, 422)),
-)  # fmt: skip
+)
 
 
 def error_message(answer: object) -> object:

@@ -1,25 +1,8 @@
 """The engine's own view of the load: its Prometheus `/metrics`, scraped about once a second
 while the sweep runs, as EngineSample tuples for the report's pictures.
 
-The text exposition format (prometheus.io/docs/instrumenting/exposition_formats/), one
-sample a line, `# HELP` and `# TYPE` lines and blank lines skipped:
-
-    vllm:num_requests_running{engine="0",model_name="smollm2-135m"} 3.0
-
-vLLM names (vllm/v1/metrics/loggers.py, PrometheusStatLogger; labels model_name, engine):
-`vllm:kv_cache_usage_perc` (0..1; `vllm:gpu_cache_usage_perc` before 0.9),
-`vllm:num_requests_running`, `vllm:num_requests_waiting`, and the counter
-`vllm:num_preemptions`, which prometheus_client exposes as `vllm:num_preemptions_total`
-(the lab's vLLM 0.32.0 serves all four: selftest/data/lab/vllm-metrics.txt).
-SGLang names (python/sglang/srt/metrics/collector.py, SchedulerMetricsCollector; labels
-model_name, tp_rank, ...): `sglang:token_usage` (0..1), `sglang:num_running_reqs`,
-`sglang:num_queue_reqs`, and the counter `sglang:num_retracted_requests_total` (a retracted
-request is SGLang's preemption). SGLang reports these from TP rank 0 of each scheduler unless
-`--enable-metrics-for-all-schedulers` is set (python/sglang/srt/server_args.py: "on all TP
-ranks (not just TP 0)"; each rank then reports its own).
-
 Counts are summed over label sets (one per engine or DP rank); the KV-cache usage, a
-fraction of each engine's own cache, is their mean.
+fraction of each engine's own cache, is their mean (docs/deploy-and-inference.md#engine-metrics).
 """
 
 from __future__ import annotations
@@ -35,14 +18,18 @@ from types import TracebackType
 from infergate.inference.client import get_json
 from infergate.inference.samples import EngineSample
 
-# figure -> the names that carry it, the first one present wins
+# figure -> the names that carry it, the first one present wins: vLLM's
+# vllm/v1/metrics/loggers.py, SGLang's python/sglang/srt/metrics/collector.py
 NAMES: Mapping[str, tuple[str, ...]] = {
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
-                       "sglang:token_usage"),
+    "kv_cache_usage": (
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "sglang:token_usage",
+    ),
     "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
     "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
-}  # fmt: skip
+}
 _AVERAGED = {"kv_cache_usage"}
 
 _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:\\.|[^"\\])*"'
@@ -63,7 +50,10 @@ class Sample:
 
 def parse_prometheus_text(text: str) -> list[Sample]:
     """Every sample of a `GET /metrics` body in the text format; ValueError names the first
-    line that is none."""
+    line that is none.
+
+    Sample: ``vllm:num_requests_running{engine="0",model_name="smollm2-135m"} 3.0``
+    """
     samples = []
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -150,8 +140,8 @@ class Scraper:
 
     def scrape_once(self) -> None:
         """One GET; a sample appended when a level runs and the body carried a figure."""
-        status, body = get_json(self.base, "/metrics", min(5.0, 5 * self.interval_s),
-                                self._key, self._ca)  # fmt: skip
+        timeout_s = min(5.0, 5 * self.interval_s)
+        status, body = get_json(self.base, "/metrics", timeout_s, self._key, self._ca)
         now = time.perf_counter()
         try:
             figures = _figures_of(status, body, self.base)

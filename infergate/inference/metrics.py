@@ -1,39 +1,7 @@
 """What `vllm bench serve` reports, computed from stream records and the wall duration.
 
-Its definitions (vllm/benchmarks/serve.py `calculate_metrics`, and the request functions in
-vllm/benchmarks/lib/endpoint_request_func.py), followed here:
-
-- output tokens: `usage.completion_tokens` of the final chunk (vLLM falls back to
-  re-tokenizing the text; with no tokenizer here, the content chunk count stands in and
-  `usage_missing` says how often);
-- TPOT per request: (latency - TTFT) / (output tokens - 1), only for requests with more than
-  one token (the others are left out of TPOT, not counted as 0);
-- ITL: every gap between consecutive chunks of every request, pooled: one gap per chunk, so
-  a chunk that packs several tokens (speculative decoding, stream intervals) gives one long
-  gap, not several short ones. TPOT spreads that same time over tokens; hence ITL and TPOT
-  disagree whenever chunks carry more than one token;
-- E2E latency: request start to the last JSON event (for chat, the usage chunk);
-- request and output token throughput: completed requests and summed output tokens over the
-  whole level's wall duration (warm-up excluded);
-- input tokens: `usage.prompt_tokens` of completed requests (vLLM sums the dataset's
-  prompt lengths instead; the server's count here includes the chat template's tokens);
-- total token throughput: (input + output tokens) over the duration;
-- mean, median, std, p90, p95 and p99 as numpy computes them (std the population's, numpy's
-  default ddof=0; percentiles by linear interpolation); an empty set reports 0, as vLLM
-  does (`count` tells it apart here). AIPerf's profile_export_aiperf.json reports the
-  sample's std instead (https://docs.nvidia.com/aiperf/reference/json-export-schema), a
-  little larger on a few requests;
-- goodput (`--goodput`): completed requests within every planned objective (TTFT, TPOT,
-  E2E; a one-token answer's TPOT counts as 0) over the duration; its share of all the
-  level's requests is what AIPerf calls good_request_fraction and gates on
-  (https://docs.nvidia.com/aiperf/dev/tutorials/metrics-analysis/benchmark-goodput-with-ai-perf).
-
-Where this differs from vLLM: vLLM's chat client takes the first chunk with any `choices`
-as the first token, the role-only `{"role":"assistant","content":""}` chunk included, and
-counts the gap after it as an ITL; here only chunks carrying text (or reasoning) count,
-which moves TTFT by the microseconds between those two chunks and drops one near-zero ITL
-per request. vLLM counts a chat request with HTTP 200 and no exception as completed; here a
-request also needs text and `data: [DONE]`. vLLM's "peak output tokens/s" is not computed.
+The definitions are vLLM's (vllm/benchmarks/serve.py `calculate_metrics`); where they
+differ, and why: docs/deploy-and-inference.md#level-figures.
 """
 
 from __future__ import annotations
@@ -84,16 +52,17 @@ def distribution(seconds: Sequence[float]) -> Distribution:
 
 @dataclass(frozen=True)
 class RequestTiming:
-    """One completed request's figures, in seconds."""
+    """One completed request's figures, in seconds: TPOT None for a single-token answer, the
+    usage counts (completion, prompt) None where the server sent none."""
 
     ttft_s: float
     latency_s: float
     output_tokens: int
-    tpot_s: float | None  # None for a single-token answer
+    tpot_s: float | None
     itls_s: tuple[float, ...]
     content_chunks: int
-    usage_tokens: int | None  # usage.completion_tokens, when the server sent it
-    input_tokens: int | None  # usage.prompt_tokens, when the server sent it
+    usage_tokens: int | None
+    input_tokens: int | None
 
 
 def request_timing(record: StreamRecord) -> RequestTiming | None:
@@ -128,9 +97,9 @@ class Goodput:
     and how many missed each objective (a request may miss several)."""
 
     good: int
-    per_s: float  # good / duration: vLLM's request_goodput
-    fraction: float  # good / all requests of the level, failed ones included
-    missed: tuple[tuple[str, int], ...]  # (vLLM's name: ttft, tpot or e2el; requests over it)
+    per_s: float  # vLLM's request_goodput
+    fraction: float  # of all requests of the level, failed ones included
+    missed: tuple[tuple[str, int], ...]  # (ttft, tpot or e2el; requests over it)
 
 
 def goodput(timings: Sequence[RequestTiming], sent: int, duration_s: float, slo: Slo) -> Goodput:
@@ -149,35 +118,35 @@ def goodput(timings: Sequence[RequestTiming], sent: int, duration_s: float, slo:
 def _ms(timing: RequestTiming, name: str) -> float:
     """A request's figure by its --goodput name; a one-token answer's TPOT is 0, as vLLM
     counts it for goodput."""
-    return 1000 * {"ttft": timing.ttft_s, "tpot": timing.tpot_s or 0.0,
-                   "e2el": timing.latency_s}[name]  # fmt: skip
+    seconds = {"ttft": timing.ttft_s, "tpot": timing.tpot_s or 0.0, "e2el": timing.latency_s}
+    return 1000 * seconds[name]
 
 
 @dataclass(frozen=True)
 class LevelSummary:
     """One level, as `vllm bench serve --max-concurrency N` (or `--request-rate R`) would
-    print it."""
+    print it; each figure: docs/deploy-and-inference.md#level-figures."""
 
     concurrency: int
     request_rate: float | None  # req/s of an open-loop level; None: closed loop
     completed: int
     failed: int
     duration_s: float
-    total_input_tokens: int  # usage.prompt_tokens of completed requests
+    total_input_tokens: int
     total_output_tokens: int
-    request_throughput: float  # completed requests / s
-    output_throughput: float  # output tokens / s, all streams together
-    total_token_throughput: float  # (input + output tokens) / s
-    per_stream_tok_s: float  # decode speed one client sees: 1000 / median TPOT ms
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    per_stream_tok_s: float
     ttft: Distribution
     tpot: Distribution
     itl: Distribution
     e2el: Distribution
-    content_chunks: int  # over requests that reported usage
-    usage_tokens: int  # their usage.completion_tokens
-    usage_missing: int  # completed requests without usage
-    chunk_discrepancy: float  # sum |chunks - tokens| / sum tokens; 0: one token per chunk
-    errors: tuple[str, ...]  # distinct errors of failed requests, the first few
+    content_chunks: int
+    usage_tokens: int
+    usage_missing: int
+    chunk_discrepancy: float
+    errors: tuple[str, ...]
     goodput: Goodput | None  # None: no objective planned (inference.slo)
 
     @property
@@ -256,7 +225,7 @@ def summary_to_dict(summary: LevelSummary) -> dict[str, object]:
 
 def summary_from_dict(data: Mapping[str, object]) -> LevelSummary:
     """The inverse of summary_to_dict (after a JSON round trip)."""
-    values: dict[str, Any] = dict(data)  # the shape summary_to_dict wrote
+    values: dict[str, Any] = dict(data)
     for key in ("ttft", "tpot", "itl", "e2el"):
         values[key] = Distribution(**values[key])
     values["errors"] = tuple(values["errors"])

@@ -1,29 +1,8 @@
 """What tests_inference sends, built from the inventory's `inference:` section, and the judges
 of what came back: probes, failed requests and the planned thresholds.
 
-The section, with its defaults:
-
-    inference:
-      concurrency: [1, 4, 16]        # levels, like `vllm bench serve --max-concurrency`
-      request_rates: []              # open-loop levels, like `--request-rate` (req/s)
-      requests_per_level: null       # max(64, 4 x the concurrency); or duration_s
-      input_tokens: 1024             # prompts built by inference/workload.py
-      output_tokens: 128
-      spread: 0.0
-      seed: 0
-      warmup_requests: 2
-      min_output_tokens_per_s: 300   # aggregate, at the highest level (default: not gated)
-      max_ttft_ms: 500               # median, at concurrency 1 (default: not gated)
-      baseline: baselines/two-sparks.json
-      baseline_tolerance: 0.2
-      thinking: false
-      slo:                           # per request, as `vllm bench serve --goodput` (each optional)
-        ttft_ms: 2000
-        tpot_ms: 100
-        e2e_ms: 30000
-        min_goodput_fraction: 0.9    # of each level's requests (default: not gated)
-      probes:
-        - {prompt: "What is the capital of France? Answer in one word.", expect: "paris"}
+The section's keys: docs/plan-keys.md; a sample of it:
+docs/deploy-and-inference.md#the-inference-section.
 """
 
 from __future__ import annotations
@@ -161,7 +140,8 @@ def _goodput_remedy(summary: LevelSummary, slo: Slo) -> str:
     """Leads with the objective missed most, and that figure's distribution."""
     missed = dict(summary.goodput.missed) if summary.goodput else {}
     worst = max(missed, key=lambda name: missed[name])
-    if not missed[worst]:  # the failures alone cost it
+    # the failures alone cost it
+    if not missed[worst]:
         return (
             f"the {summary.completed} completed request(s) all met the SLO; {summary.failed} "
             "failed: "

@@ -29,7 +29,8 @@ class Progress:
             self.failed += not record.ok
             self.tokens += record.completion_tokens or 0
             now = time.perf_counter()
-            if now - self.said >= self.every_s and self.done != self.total:  # finish says it
+            # the last request's line is finish's to say
+            if now - self.said >= self.every_s and self.done != self.total:
                 self.said = now
                 self.say(self.line(now))
 

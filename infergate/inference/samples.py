@@ -15,9 +15,9 @@ from infergate.inference.metrics import request_timing
 class LevelSamples:
     """One level of the load, as its pictures need it."""
 
-    label: str  # how the report names the level: "c=16", or "4 req/s" for an open-loop rate
+    label: str  # "c=16", or "4 req/s" for an open-loop rate
     ttft_ms: tuple[float, ...]  # per completed request
-    itl_ms: tuple[float, ...]  # every gap between two content chunks of a request, pooled
+    itl_ms: tuple[float, ...]  # pooled over the requests
     # (seconds since the level began, output tokens) per content chunk, in arrival order; a
     # request's usage tokens are spread evenly over its chunks
     output_tokens_at: tuple[tuple[float, float], ...]
@@ -34,8 +34,7 @@ class EngineSample:
 
 def level_samples(label: str, records: Sequence[StreamRecord], began_s: float) -> LevelSamples:
     """The samples of one level's completed requests, from the figures metrics reads off
-    each (request_timing); `began_s` is the level's start on the records' clock
-    (time.perf_counter())."""
+    each (request_timing); BEGAN_S is the level's start on the records' perf_counter clock."""
     done = [(r, t) for r in records if (t := request_timing(r)) is not None]
     arrivals = sorted(
         (at - began_s, t.output_tokens / t.content_chunks)

@@ -1,20 +1,10 @@
 """Server-sent events as OpenAI-compatible servers stream them: a pure parser and its judge.
 
-A vLLM `/v1/chat/completions` stream with `stream_options: {include_usage: true}` reads
-(each event one `data:` line, events separated by a blank line):
-
-    data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"tiny",
-           "choices":[{"index":0,"delta":{"role":"assistant","content":""},
-           "logprobs":null,"finish_reason":null}]}
-
-    data: {...,"choices":[{"index":0,"delta":{"content":" Paris"},...,"finish_reason":null}]}
-
-    data: {...,"choices":[],"usage":{"prompt_tokens":9,"total_tokens":13,"completion_tokens":4}}
-
-    data: [DONE]
-
-(shown wrapped here; on the wire each JSON document is one line). `/v1/completions` chunks
-carry `choices[].text` instead of `choices[].delta.content`.
+Sample (vLLM chat with include_usage; each event one `data:` line, then a blank line):
+``data: {...,"choices":[{"index":0,"delta":{"content":" Paris"},...,"finish_reason":null}]}``
+``data: {...,"choices":[],"usage":{"prompt_tokens":9,"total_tokens":13,"completion_tokens":4}}``
+``data: [DONE]``
+The whole stream: docs/deploy-and-inference.md#an-sse-stream.
 """
 
 from __future__ import annotations
@@ -54,11 +44,9 @@ class Event:
 
 @dataclass
 class EventSplitter:
-    """Assembles events from lines fed one at a time, as a client reads them off the wire.
-
-    `data: x` and `data:x` both carry `x` (the spec drops one space); `: ping` is a comment.
-    Any other non-blank line is kept in `stray` with its line number.
-    """
+    """Assembles events from lines fed one at a time, as a client reads them off the wire:
+    `data: x` and `data:x` both carry `x` (the spec drops one space); `: ping` is a comment;
+    any other non-blank line is kept in `stray` with its line number."""
 
     lines: int = 0
     stray: list[tuple[int, str]] = field(default_factory=list)
@@ -96,11 +84,10 @@ def parse_events(raw: str) -> tuple[list[Event], list[tuple[int, str]]]:
 
 
 def chunk_texts(chunk: Mapping[str, object]) -> tuple[str, str]:
-    """The generated text and reasoning text a chunk carries, over all its choices.
+    """The generated text and reasoning text a chunk carries, over all its choices; reasoning
+    is `reasoning_content`, which vLLM renamed `reasoning` (vLLM pull 27752) and SGLang keeps.
 
-    Chat: `{"delta":{"content":" Paris"}}`; reasoning models also stream
-    `{"delta":{"reasoning_content":"Let me"}}`, which vLLM renamed `reasoning` (vLLM pull
-    27752) and SGLang keeps; completions: `{"text":" Paris"}`.
+    Sample: chat ``{"delta":{"content":" Paris"}}``, completions ``{"text":" Paris"}``
     """
     text, reasoning = [], []
     for choice in _choices(chunk):

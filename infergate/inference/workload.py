@@ -2,19 +2,8 @@
 tokenizer, or read from a dataset file; and the levels a sweep runs (closed loop at a
 concurrency, or open loop at a request rate).
 
-The prompts follow `vllm bench serve --dataset-name random` (RandomDataset in
-https://github.com/vllm-project/vllm/blob/main/vllm/benchmarks/datasets.py): random token
-ids, decoded, re-encoded, and cut or topped up until the re-encoded text has the planned
-length (`gen_prompt_decode_to_target_len`); lengths drawn uniformly from
-[(1 - spread) L, (1 + spread) L] as `--random-range-ratio` draws them. The tokenizer is the
-server's: vLLM serves `POST /tokenize` and `POST /detokenize` at the server root, not under
-/v1 (vllm/entrypoints/openai/api_server.py, serving_tokenization.py), and SGLang serves the
-same two paths (python/sglang/srt/entrypoints/http_server.py; its /detokenize answers `text`
-where vLLM's answers `prompt`). Unlike vLLM, which draws a run of consecutive ids from the
-vocabulary, the ids come from a pool the server tokenized out of plain words, so that no
-special token (`<|im_end|>`) lands inside a prompt; and every prompt begins with a different
-token while the pool lasts, so that no two share a prefix beyond the chat template and the
-engine's prefix cache cannot serve one prompt from another.
+The prompts follow `vllm bench serve --dataset-name random`, except that no two share a
+prefix the engine could cache (docs/deploy-and-inference.md#prompts).
 """
 
 from __future__ import annotations
@@ -42,9 +31,7 @@ from infergate.plan.model import Inference
 TOKENIZER_TIMEOUT_S = 30.0
 # Re-encode and adjust at most this often, as vLLM's gen_prompt_decode_to_target_len does
 MAX_ADJUSTMENTS = 10
-# Defaults where the plan sets neither requests_per_level nor duration_s: at least this many
-# requests, at least 4 x the concurrency (several waves: a steady state), and an open-loop
-# level at least this many seconds of arrivals
+# where the plan sets no count (docs/deploy-and-inference.md#requests-per-level)
 MIN_REQUESTS = 64
 WAVES = 4
 MIN_OPEN_LOOP_S = 30.0
@@ -86,12 +73,12 @@ class Level:
             return inference.requests_per_level
         if self.rate is None:
             streams = self.concurrency or 1
-            # a duration level: a prompt per stream per second, so that only requests
-            # shorter than a second come round to a prompt already sent (and cached)
+            # a duration level: a prompt per stream per second, as few repeats as can be
             timed = math.ceil((inference.duration_s or 0) * streams / SHORTEST_REQUEST_S)
             return max(MIN_REQUESTS, WAVES * streams, timed)
         seconds = inference.duration_s or MIN_OPEN_LOOP_S
-        expected = self.rate * seconds  # Poisson: its count rarely exceeds mean + 3 sigma
+        # Poisson: its count rarely exceeds mean + 3 sigma
+        expected = self.rate * seconds
         return max(MIN_REQUESTS, math.ceil(expected + 3 * math.sqrt(expected)))
 
 
@@ -152,10 +139,32 @@ class ServerTokenizer:
 
 # Plain words for the pool of token ids: every id the tokenizer makes of them is an ordinary
 # token that decodes to text and back
-# fmt: off
-_SYLLABLES = ("ka", "lo", "mi", "ten", "ra", "vus", "el", "dor", "quin", "sa", "bre", "tho",
-              "an", "pel", "gri", "um", "zo", "fen", "ish", "cor", "ya", "nol", "ber", "ix")
-# fmt: on
+_SYLLABLES = (
+    "ka",
+    "lo",
+    "mi",
+    "ten",
+    "ra",
+    "vus",
+    "el",
+    "dor",
+    "quin",
+    "sa",
+    "bre",
+    "tho",
+    "an",
+    "pel",
+    "gri",
+    "um",
+    "zo",
+    "fen",
+    "ish",
+    "cor",
+    "ya",
+    "nol",
+    "ber",
+    "ix",
+)
 POOL_WORDS = 3000
 
 
@@ -239,11 +248,9 @@ def _distinct(
 
 
 def dataset_prompts(path: str | Path, count: int, output_tokens: int) -> list[Prompt]:
-    """COUNT prompts from a ShareGPT-style JSON list (each item's first human turn, as
-    vLLM's ShareGPTDataset takes it) or a JSONL file of {"prompt", "output_tokens"}
-    (the latter optional), taken in order and repeated from the start when the file has
-    fewer. Answers are OUTPUT_TOKENS long unless a JSONL line says otherwise (the
-    ShareGPT answers' own lengths are ignored, as with `--sharegpt-output-len`)."""
+    """COUNT prompts from a ShareGPT-style JSON list or a JSONL file of {"prompt",
+    "output_tokens"}, in order, repeated when the file has fewer; answers OUTPUT_TOKENS long
+    unless a line says otherwise (docs/deploy-and-inference.md#prompts)."""
     found = _read_dataset(Path(path), output_tokens)
     if not found:
         raise WorkloadError(f"inference.dataset: {path} holds no prompts", _DATASET_FORMS)
@@ -305,9 +312,8 @@ _DATASET_FORMS = (
 
 
 def chat_bodies(prompts: Sequence[Prompt], model: str) -> list[dict[str, object]]:
-    """One chat request per prompt. `ignore_eos` (a vLLM and SGLang extension, as
-    `vllm bench serve --ignore-eos` sends it) makes every answer exactly its planned length,
-    so that tokens/s compares run to run whatever the model chose to say."""
+    """One chat request per prompt; `ignore_eos` (as `vllm bench serve --ignore-eos` sends it)
+    makes every answer exactly its planned length, so tokens/s compares run to run."""
     return [chat_body(model, p.text, p.output_tokens, ignore_eos=True) for p in prompts]
 
 
@@ -331,8 +337,17 @@ def plan_prompts(
     if i.dataset is not None:
         found = dataset_prompts(dataset_root / i.dataset, sum(counts), i.output_tokens)
     else:
-        found = build_prompts(endpoint_root_url, model, sum(counts), i.input_tokens,
-                              i.output_tokens, i.spread, i.seed, api_key, ca_bundle)  # fmt: skip
+        found = build_prompts(
+            endpoint_root_url,
+            model,
+            sum(counts),
+            i.input_tokens,
+            i.output_tokens,
+            i.spread,
+            i.seed,
+            api_key,
+            ca_bundle,
+        )
     starts = list(itertools.accumulate(counts, initial=0))
     return [found[a:b] for a, b in itertools.pairwise(starts)]
 
@@ -350,8 +365,26 @@ def run_level(
     """One level of the sweep against `base_url` (the /v1 root), closed or open loop, for
     its requests or for the plan's duration_s."""
     if level.rate is None:
-        return run_load(base_url, CHAT_PATH, bodies, level.concurrency or 1, timeout_s, api_key,
-                        ca_bundle, duration_s=inference.duration_s, on_done=on_done)  # fmt: skip
-    return run_open_loop(base_url, CHAT_PATH, bodies, level.rate, timeout_s, api_key, ca_bundle,
-                         seed=inference.seed, duration_s=inference.duration_s,
-                         on_done=on_done)  # fmt: skip
+        return run_load(
+            base_url,
+            CHAT_PATH,
+            bodies,
+            level.concurrency or 1,
+            timeout_s,
+            api_key,
+            ca_bundle,
+            duration_s=inference.duration_s,
+            on_done=on_done,
+        )
+    return run_open_loop(
+        base_url,
+        CHAT_PATH,
+        bodies,
+        level.rate,
+        timeout_s,
+        api_key,
+        ca_bundle,
+        seed=inference.seed,
+        duration_s=inference.duration_s,
+        on_done=on_done,
+    )

@@ -40,7 +40,8 @@ class Evidence:
     path: str  # relative to the report's directory
 
     def __post_init__(self) -> None:
-        if self.path.startswith("/") or "://" in self.path:  # the report must move as a folder
+        # the report must move as a folder
+        if self.path.startswith("/") or "://" in self.path:
             raise ValueError(f"evidence path {self.path!r} is not relative to the report")
 
 
@@ -49,11 +50,11 @@ class Results:
     meta: ReportMeta
     levels: tuple[LevelSummary, ...]
     conformance: tuple[Outcome, ...] = ()
-    nodes: tuple[Mapping[str, object], ...] = ()  # per-node facts, one mapping a node
+    nodes: tuple[Mapping[str, object], ...] = ()
     evidence: tuple[Evidence, ...] = ()
     samples: tuple[LevelSamples, ...] = ()  # for the pictures; not in results.json
-    engine: tuple[EngineSample, ...] = ()  # the engine's /metrics over the load
-    tool: ToolVersion = field(default_factory=tool_version)  # what measured it
+    engine: tuple[EngineSample, ...] = ()
+    tool: ToolVersion = field(default_factory=tool_version)
 
 
 def node_facts(

@@ -3,7 +3,7 @@ figures per level, the latency-throughput curve, the TTFT and ITL distributions,
 tokens over time and the engine's own /metrics over the load.
 
 matplotlib is imported at the first plot, not by every pytest run that loads the suite's
-plugins (0.4 s); a bare Figure renders without pyplot's global state or a display.
+plugins (docs/deploy-and-inference.md#report-pictures); a bare Figure needs no display.
 """
 
 from __future__ import annotations
@@ -57,8 +57,7 @@ def plot_ttft(levels: Sequence[LevelSummary]) -> Picture:
     ax.plot(x, [s.ttft.median_ms for s in levels], "o-", label="median")
     ax.plot(x, [s.ttft.p99_ms for s in levels], "^--", label="p99")
     _concurrency_axes(ax, x, "time to first token (ms)")
-    each = ", ".join(f"{s.label} {s.ttft.median_ms:.1f} and {s.ttft.p99_ms:.1f} ms"
-                     for s in levels)  # fmt: skip
+    each = ", ".join(f"{s.label} {s.ttft.median_ms:.1f} and {s.ttft.p99_ms:.1f} ms" for s in levels)
     return Picture(f"Median and p99 TTFT against concurrency: {each}", _png(fig))
 
 
@@ -87,8 +86,9 @@ def plot_latency_throughput(levels: Sequence[LevelSummary]) -> Picture:
     ax.set_ylim(bottom=0)
     ax.margins(0.15)
     ax.grid(True, alpha=0.3)
-    each = "; ".join(f"{s.label} {s.tpot.median_ms:.1f} ms at {s.output_throughput:.1f}"
-                     for s in levels)  # fmt: skip
+    each = "; ".join(
+        f"{s.label} {s.tpot.median_ms:.1f} ms at {s.output_throughput:.1f}" for s in levels
+    )
     alt = f"Median TPOT against output tokens/s, one point per level: {each}"
     return Picture(alt, _png(fig))
 
@@ -99,7 +99,8 @@ def plot_cdf(samples: Sequence[LevelSamples], field: str, name: str) -> Picture:
     decades)."""
     fig, ax = _figure()
     each = []
-    for level in samples:  # a level without samples (all failed) has no line
+    # a level without samples (all failed) has no line
+    for level in samples:
         values = sorted(getattr(level, field))
         # zeros (two chunks in one read) count in the shares; a log axis cannot draw them
         points = [(v, (i + 1) / len(values)) for i, v in enumerate(values) if v > 0]
@@ -142,8 +143,8 @@ def plot_tokens_over_time(samples: Sequence[LevelSamples]) -> Picture:
     for level in samples:
         bins = tokens_per_second(level)
         each.append(f"{level.label} {len(bins)} s, peak {max(bins, default=0):.0f} tok/s")
-        ax.step([offset + i for i in range(len(bins) + 1)], [*bins, bins[-1] if bins else 0],
-                where="post", label=level.label)  # fmt: skip
+        seconds = [offset + i for i in range(len(bins) + 1)]
+        ax.step(seconds, [*bins, bins[-1] if bins else 0], where="post", label=level.label)
         offset += len(bins)
         ax.axvline(offset, color="#999", linewidth=0.6)
     ax.set_xlabel("seconds, the levels one after another")
@@ -197,5 +198,11 @@ def _mark_levels(ax: Any, engine: Sequence[EngineSample]) -> None:
         if s.level not in seen:
             seen.add(s.level)
             ax.axvline(s.t_s, color="#999", linewidth=0.6)
-            ax.annotate(s.level, (s.t_s, 1), xycoords=("data", "axes fraction"),
-                        xytext=(2, -10), textcoords="offset points", fontsize=8)  # fmt: skip
+            ax.annotate(
+                s.level,
+                (s.t_s, 1),
+                xycoords=("data", "axes fraction"),
+                xytext=(2, -10),
+                textcoords="offset points",
+                fontsize=8,
+            )

@@ -14,37 +14,45 @@ from infergate.problems import Problem
 from infergate.reports.version import ToolVersion, tool_version
 
 OUTCOMES = ("passed", "failed", "skipped", "error")
-Matrix = dict[str, dict[str, str]]  # attribute -> node -> value, as checks.parity has it
+# attribute -> node -> value, as checks.parity has it
+Matrix = dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One check's result on one node."""
+    """One check's result on one node: the test (`test_memory.py::test_memory_...`), one of
+    OUTCOMES, its problems, and the failure's text where no Problem says it (or the skip's
+    reason); CLUSTER for a check of the nodes together."""
 
-    check: str  # the test: its file and function, test_memory.py::test_memory_available_...
-    outcome: str  # one of OUTCOMES
+    check: str
+    outcome: str
     problems: tuple[Problem, ...] = ()
-    detail: str = ""  # the failure's text, shown where no Problem says it; or why it skipped
-    cluster: bool = False  # a check of the nodes together
+    detail: str = ""
+    cluster: bool = False
 
 
 @dataclass(frozen=True)
 class Memory:
-    total: int  # bytes, MemTotal
-    available: int  # bytes, MemAvailable
-    usable: int  # bytes: MemAvailable, or less under a cgroup limit
-    needed_gib: float  # Inventory.mem_needed_gib
+    """A node's memory in bytes: MemTotal, MemAvailable, and what is usable (MemAvailable, or
+    less under a cgroup limit); and what the plan needs (Inventory.mem_needed_gib)."""
+
+    total: int
+    available: int
+    usable: int
+    needed_gib: float
 
 
 @dataclass(frozen=True)
 class ModelHash:
-    """What hashing the model took on one node (checks.model_hash.ModelHashes' figures)."""
+    """What hashing the model took on one node (checks.model_hash.ModelHashes' figures): the
+    model's files, those hashed this time and the bytes read for them, the seconds, and the
+    files whose digest came from the node's cache."""
 
-    files: int  # files in the model directory
-    hashed: int  # files hashed this time
-    hashed_bytes: int  # bytes read to hash them
+    files: int
+    hashed: int
+    hashed_bytes: int
     seconds: float
-    cache_hits: int  # files whose digest came from the node's cache, unchanged
+    cache_hits: int
 
     @classmethod
     def of(cls, hashes: ModelHashes) -> ModelHash:

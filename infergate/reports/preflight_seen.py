@@ -36,7 +36,7 @@ class CheckSeen:
     check: str
     node: str | None  # None: a check of the nodes together
     outcome: str
-    problems: Mapping[str, tuple[Problem, ...]] = field(default_factory=dict)  # node -> ...
+    problems: Mapping[str, tuple[Problem, ...]] = field(default_factory=dict)
     detail: str = ""
 
 
@@ -44,13 +44,13 @@ class CheckSeen:
 class PreflightSeen:
     """What the reports said so far, test by test and node by node."""
 
-    rows: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> summary row
+    rows: dict[str, dict[str, str]] = field(default_factory=dict)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (test id, failure text)
     in_image: dict[str, str] = field(default_factory=dict)  # node -> "cached" or "fresh"
     memory: dict[str, Memory] = field(default_factory=dict)
     model_hash: dict[str, ModelHash] = field(default_factory=dict)
     parity: Matrix = field(default_factory=dict)
-    tests: dict[str, CheckSeen] = field(default_factory=dict)  # test id -> what it said
+    tests: dict[str, CheckSeen] = field(default_factory=dict)  # by test id
 
     def add(self, report: PhaseReport) -> None:
         said = properties(report)

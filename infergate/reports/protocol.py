@@ -1,9 +1,9 @@
 """What a test's reports carry to infergate's reports, read without pytest: each fact as a
-JSON text under a versioned property name (in pytest's user_properties, which xdist carries
-from the workers to the controller, and in JUnit), and the few fields of pytest's TestReport
-that the reports read (`PhaseReport`).
+JSON text under a versioned property name in pytest's user_properties, and the few fields of
+pytest's TestReport that the reports read (`PhaseReport`).
 
-A name's meaning never changes: a new shape of a fact is a new name (its .v2)."""
+A name's meaning never changes: a new shape of a fact is a new name (its .v2). Each name's
+shape: docs/reports.md#what-a-tests-report-carries."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-CHECK = "infergate.check.v1"  # {"check": "test_x.py::test_y", "node": "node1" or null}
-PROBLEMS = "infergate.problems.v1"  # {"node1": [{"found", "planned", "remedy"}]}
-ROW = "infergate.node_summary.v1"  # summary.summary_row
-MEMORY = "infergate.node_memory.v1"  # {"node", "total", "available", "usable", "needed_gib"}
-PARITY = "infergate.parity.v1"  # {"kernel": {"node1": "6.1.0", ...}, ...}
-IN_IMAGE_SOURCE = "infergate.in_image_source.v1"  # {"node", "source": "cached" or "fresh"}
-MODEL_HASH = "infergate.model_hash.v1"  # {"node1": {"files", "hashed", "hashed_bytes", ...}}
+CHECK = "infergate.check.v1"
+PROBLEMS = "infergate.problems.v1"
+ROW = "infergate.node_summary.v1"
+MEMORY = "infergate.node_memory.v1"
+PARITY = "infergate.parity.v1"
+IN_IMAGE_SOURCE = "infergate.in_image_source.v1"
+MODEL_HASH = "infergate.model_hash.v1"
 OURS = (CHECK, PROBLEMS, ROW, MEMORY, PARITY, IN_IMAGE_SOURCE, MODEL_HASH)
 
 

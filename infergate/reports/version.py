@@ -18,7 +18,7 @@ class ToolVersion:
 def tool_version() -> ToolVersion:
     try:
         version = importlib.metadata.version("infergate")
-    except importlib.metadata.PackageNotFoundError:  # run from a tree never installed
+    except importlib.metadata.PackageNotFoundError:
         version = "unknown"
     return ToolVersion("infergate", version, checkout_commit(Path(__file__).parents[2]))
 

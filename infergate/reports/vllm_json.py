@@ -12,7 +12,8 @@ from infergate.inference.client import StreamRecord
 from infergate.inference.metrics import LevelSummary, failure, prompt_tokens, request_timing
 
 VLLM_VERSION = "0.32.0"  # the `vllm bench serve` whose --save-result form is written
-FIGURES = ("ttft", "tpot", "itl", "e2el")  # LevelSummary's Distribution fields, vLLM's names
+# LevelSummary's Distribution fields, by vLLM's names
+FIGURES = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = ("p90", "p95", "p99")
 
 
@@ -95,7 +96,8 @@ def peak_concurrency(ok: Sequence[StreamRecord]) -> int:
     """The most requests in flight at once, over half-open [start, end) spans."""
     events = sorted([(r.start_s, 1) for r in ok] + [(r.end_s, -1) for r in ok])
     running = peak = 0
-    for _, step in events:  # at a tie, an end (-1) sorts before a start
+    # at a tie, an end (-1) sorts before a start
+    for _, step in events:
         running += step
         peak = max(peak, running)
     return peak
