@@ -1,11 +1,12 @@
 """The launch came up as planned: every node joined, the API serves the planned model, every
-rank is alive, and no node logged a fatal line. The `deployment` fixture performs the launch
-(milestones and deadlines are enforced there); these tests read what it left."""
+rank is alive, and no node logged a fatal line. The `deployment` fixture performs the launch,
+milestones and deadlines included; these tests read what it left."""
 
 from __future__ import annotations
 
 import pytest
 
+from infergate.deploy.api import HttpAnswer
 from infergate.deploy.executor import Deployment
 from infergate.deploy.failure import fatal_problem
 from infergate.deploy.gates import served_ids
@@ -32,12 +33,17 @@ def test_endpoint_answers_with_the_planned_model(
     answer = deployment.get("/v1/models", 10)
     url = f"{deployment.launch.endpoint}/v1/models"
     fail_on(inventory.head, check_authorized(answer.status, url, deployment.api_key))
+    fail_on(inventory.head, _check_served(answer, inventory.model.served_name))
+
+
+def _check_served(answer: HttpAnswer, served_name: str) -> list[Problem]:
+    """/v1/models answered 200, listing SERVED_NAME."""
     listed = served_ids(answer.body)
-    if answer.status != 200 or inventory.model.served_name not in listed:
-        fail_on(inventory.head, [Problem(
-            f"GET /v1/models: {answer.status or answer.body}, models {listed}",
-            f"200 listing {inventory.model.served_name!r}",
-            "check --served-model-name in the launch and the head's log")])  # fmt: skip
+    if answer.status == 200 and served_name in listed:
+        return []
+    found = f"GET /v1/models: {answer.status or answer.body}, models {listed}"
+    remedy = "check --served-model-name in the launch and the head's log"
+    return [Problem(found, f"200 listing {served_name!r}", remedy)]
 
 
 def test_rank_is_alive(deployment: Deployment, node: Node) -> None:

@@ -26,8 +26,8 @@ PROMPT = "Write one short sentence about the sea."
 
 def ask(endpoint: Endpoint, path: str, max_tokens: int, **extra: object) -> tuple[int, object]:
     body = judge.body(path, endpoint.model, PROMPT, max_tokens, **extra)
-    return post_json(endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key,
-                     endpoint.ca_bundle)  # fmt: skip
+    key, ca = endpoint.api_key, endpoint.ca_bundle
+    return post_json(endpoint.v1, path, body, REQUEST_TIMEOUT_S, key, ca)
 
 
 def test_models_lists_the_planned_served_name(endpoint: Endpoint, inventory: Inventory) -> None:
@@ -50,8 +50,9 @@ def test_stream_is_framed_and_ends_with_usage(
     """A streamed answer is SSE `data:` events, ends with `data: [DONE]`, and carries usage
     when `stream_options.include_usage` asks for it."""
     body = judge.body(path, endpoint.model, PROMPT, max_tokens=16)
-    record = stream_completion(endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key,
-                               endpoint.ca_bundle)  # fmt: skip
+    record = stream_completion(
+        endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key, endpoint.ca_bundle
+    )
     fail_on_cluster(inventory.nodes, judge.check_stream(record))
 
 
@@ -89,29 +90,35 @@ def test_bad_request_gets_a_json_4xx(
     if why := engine_for(inventory).answers_by_design.get(defect.name):
         pytest.skip(why)
     body = defect.make(judge.body(CHAT, endpoint.model, PROMPT, max_tokens=4))
-    status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, endpoint.api_key,
-                               endpoint.ca_bundle)  # fmt: skip
+    key, ca = endpoint.api_key, endpoint.ca_bundle
+    status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, key, ca)
     fail_on_cluster(inventory.nodes, judge.check_client_error(defect, status, answer))
 
 
 def test_openai_client_works_end_to_end(endpoint: Endpoint, inventory: Inventory) -> None:
     """The official `openai` Python client lists the model, chats, and streams."""
-    # imported here: collecting another phase (`pytest -m gpu` on a GPU host without the
-    # inference client) must not die on this phase's dependency; this test fails without it
+    # here, not at the top: another phase collects without it (selftest/test_phase_imports.py)
     import openai
 
-    verified = openai.DefaultHttpxClient(verify=endpoint.ca_bundle or True)  # --ca-bundle
-    client = openai.OpenAI(base_url=endpoint.v1, api_key=endpoint.api_key or "none",
-                           timeout=REQUEST_TIMEOUT_S, max_retries=0,
-                           http_client=verified)  # fmt: skip
+    verified = openai.DefaultHttpxClient(verify=endpoint.ca_bundle or True)
+    client = openai.OpenAI(
+        base_url=endpoint.v1,
+        api_key=endpoint.api_key or "none",
+        timeout=REQUEST_TIMEOUT_S,
+        max_retries=0,
+        http_client=verified,
+    )
     messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": PROMPT}]
     try:
         listed = [m.id for m in client.models.list()]
-        chat = client.chat.completions.create(model=endpoint.model, messages=messages,
-                                              max_tokens=8)  # fmt: skip
-        stream = client.chat.completions.create(model=endpoint.model, messages=messages,
-                                                max_tokens=8, stream=True,
-                                                stream_options={"include_usage": True})  # fmt: skip
+        chat = client.chat.completions.create(model=endpoint.model, messages=messages, max_tokens=8)
+        stream = client.chat.completions.create(
+            model=endpoint.model,
+            messages=messages,
+            max_tokens=8,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         chunks = list(stream)
     except openai.OpenAIError as e:
         fail_on_cluster(inventory.nodes, [judge.client_error(e)])

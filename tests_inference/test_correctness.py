@@ -18,8 +18,8 @@ def test_known_answer(endpoint: Endpoint, inventory: Inventory, probe_index: int
     of sequence (no ignore_eos); a reasoning model's thinking is not the answer."""
     probe = inventory.inference.probes[probe_index]
     body = probe_body(probe, endpoint.model)
-    record = stream_completion(endpoint.v1, CHAT_PATH, body, REQUEST_TIMEOUT_S, endpoint.api_key,
-                               endpoint.ca_bundle)  # fmt: skip
+    key, ca = endpoint.api_key, endpoint.ca_bundle
+    record = stream_completion(endpoint.v1, CHAT_PATH, body, REQUEST_TIMEOUT_S, key, ca)
     fail_on_cluster(
         inventory.nodes, check_probe(probe, record, thinking=inventory.inference.thinking)
     )

@@ -34,19 +34,37 @@ def test_every_request_completes(
 def test_usage_counts_the_streamed_tokens(sweep: list[LevelSummary], inventory: Inventory) -> None:
     """Every stream reports usage, and never fewer tokens than it streamed chunks (a chunk
     may carry several tokens; the ratio is reported)."""
-    problems = [
-        Problem(f"{s.usage_missing} stream(s) without usage at {s.label}",
-                "usage in the last chunk of every stream (stream_options.include_usage)",
-                "tokens/s is then counted from chunks, which undercounts: use an engine "
-                "that honours include_usage")
-        for s in sweep if s.usage_missing
-    ] + [
-        Problem(f"{s.usage_tokens} usage tokens for {s.content_chunks} content chunks at "
-                f"{s.label}", "at least one token per content chunk",
-                "the engine's usage undercounts: its tokens/s cannot be trusted")
-        for s in sweep if s.usage_tokens < s.content_chunks
-    ]  # fmt: skip
+    problems = _usage_missing(sweep) + _usage_undercounted(sweep)
     fail_on_cluster(inventory.nodes, problems)
+
+
+def _usage_missing(sweep: list[LevelSummary]) -> list[Problem]:
+    """Each level where some streams reported no usage."""
+    planned = "usage in the last chunk of every stream (stream_options.include_usage)"
+    remedy = (
+        "tokens/s is then counted from chunks, which undercounts: "
+        "use an engine that honours include_usage"
+    )
+    return [
+        Problem(f"{s.usage_missing} stream(s) without usage at {s.label}", planned, remedy)
+        for s in sweep
+        if s.usage_missing
+    ]
+
+
+def _usage_undercounted(sweep: list[LevelSummary]) -> list[Problem]:
+    """Each level whose usage counts fewer tokens than its streams' content chunks."""
+    planned = "at least one token per content chunk"
+    remedy = "the engine's usage undercounts: its tokens/s cannot be trusted"
+    return [
+        Problem(
+            f"{s.usage_tokens} usage tokens for {s.content_chunks} content chunks at {s.label}",
+            planned,
+            remedy,
+        )
+        for s in sweep
+        if s.usage_tokens < s.content_chunks
+    ]
 
 
 def test_throughput_meets_the_plan(

@@ -14,11 +14,17 @@ def test_disk_room_for_image_model_and_caches(probes, node, inventory):
     """Every node has room where the engine writes: the image's layers where the image is not
     loaded yet, the model where it must be copied, and JIT headroom on every file system a
     compile cache writes to (the Docker root holds those no volume maps)."""
+    facts, needs = _disk_needs(probes, node, inventory)
+    fail_on(node, check_disk_space(needs, facts))
+
+
+def _disk_needs(probes, node, inventory):
+    """NODE's disks, and the room it needs on them."""
     seen = probes.every()
     facts = read_fact(node, seen[node.name], disk_of)
     model_missing = read_fact(node, seen[node.name], model_of).files is None
-    needs = node_needs(inventory, node, facts, largest_image_gib(seen.values()), model_missing)
-    fail_on(node, check_disk_space(needs, facts))
+    largest = largest_image_gib(seen.values())
+    return facts, node_needs(inventory, node, facts, largest, model_missing)
 
 
 @pytest.mark.xdist_group("cluster")

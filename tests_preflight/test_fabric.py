@@ -40,14 +40,16 @@ def test_rdma_ports_active_with_roce_v2_gid(probes, node, inventory):
 def test_fabric_mtu_equal_on_every_node(probes, inventory):
     """The fabric MTU is the same on every node (and the planned one), so large transfers pass.
     A node without its fabric interface is the interface test's finding, not this one's."""
-    seen = every_node(probes, inventory, interfaces_of)
-    mtus = {
-        n.name: seen[n.name][n.fabric.interface].mtu
-        for n in inventory.nodes
-        if n.fabric.interface in seen[n.name]
-    }
-    interfaces = {n.name: n.fabric.interface for n in inventory.nodes}
+    mtus, interfaces = _fabric_mtus(probes, inventory)
     fail_on_nodes(inventory.nodes, check_mtu_parity(mtus, inventory.fabric.mtu, interfaces))
+
+
+def _fabric_mtus(probes, inventory):
+    """Each node's fabric MTU (where the node has that interface), and the interface."""
+    seen = every_node(probes, inventory, interfaces_of)
+    interfaces = {n.name: n.fabric.interface for n in inventory.nodes}
+    mtus = {name: seen[name][i].mtu for name, i in interfaces.items() if i in seen[name]}
+    return mtus, interfaces
 
 
 @pytest.mark.xdist_group("cluster")

@@ -19,10 +19,14 @@ def test_kernel_log_clean_since_boot(probes, node, inventory):
     log = read_fact(node, probes.of(node), kernel_log_of)
     if log.unreadable:
         pytest.skip(f"the kernel log is unknown: {log.unreadable}")
+    fail_on(node, check_kernel_log(log, _fabric_netdevs(probes, node, inventory)))
+
+
+def _fabric_netdevs(probes, node, inventory):
+    """The fabric interface, then each planned HCA port's netdevs, each named once."""
     plan = rdma_plan(node, inventory.node_env(node))
     ports = planned_ports(read_fact(node, probes.of(node), rdma_ports_of), plan)
-    netdevs = dict.fromkeys([plan.interface, *(n for p in ports for n in p.netdevs)])
-    fail_on(node, check_kernel_log(log, list(netdevs)))
+    return list(dict.fromkeys([plan.interface, *(n for p in ports for n in p.netdevs)]))
 
 
 def test_rdma_ports_error_free_at_planned_rate(probes, node, inventory):

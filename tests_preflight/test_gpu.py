@@ -76,16 +76,21 @@ def test_image_cuda_initialises_on_driver(image_facts, probes, node):
     """The image's CUDA runs on the node's driver: judged from the versions, and proven by
     a CUDA init inside the image (errors 803/804, the NGC "compatibility mode is
     UNAVAILABLE" banner); forward compatibility is not documented for GB10."""
+    driver_cuda, image_cuda, gpu, init, libs = _cuda_seen(image_facts, probes, node)
+    fail_on(node, check_cuda_compatibility(driver_cuda, image_cuda, gpu, init, libs))
+
+
+def _cuda_seen(image_facts, probes, node):
+    """The driver's CUDA, the image's, the GPU, the CUDA init in the image, and the libcuda it
+    loads: that lets a failure name its cause (compat libraries over the driver)."""
     table = read_fact(node, probes.of(node), smi_table_of)
     init = cuda_init_of(image_facts.preamble, image_facts.part("cuda-init"))
     cuda = image_facts.part("cuda")
     image_cuda = image_cuda_version(cuda)
-    # which libcuda the image loads lets a failure name its cause (compat over the driver)
     host = read_fact(node, probes.of(node), compat_libs_of).host_driver
     libs = image_libcuda(host, cuda.get("compat"), cuda.get("LD_LIBRARY_PATH"))
     gpu = table.gpus[0].name if table.gpus else "unknown GPU"
-    driver_cuda = parse_cuda_version(table.cuda)
-    fail_on(node, check_cuda_compatibility(driver_cuda, image_cuda, gpu, init, libs))
+    return parse_cuda_version(table.cuda), image_cuda, gpu, init, libs
 
 
 @pytest.mark.image

@@ -55,13 +55,16 @@ def test_nccl_transport_and_bandwidth(image_facts_every_node, inventory):
     than the plan's bus bandwidth floor."""
     expected = expected_transport(inventory)
     floor = inventory.thresholds.nccl_busbw_min_gbps
-    problems = {}
-    for name, facts in image_facts_every_node.items():
-        result = facts.part("rendezvous")
-        run = parse_torchrun_log(str(result.get("nccl_log", "")))
-        not_ran = check_nccl_ran(result)  # then there is no transport or bandwidth to judge
-        found = not_ran or check_nccl_transport(run, expected)
-        if floor is not None and not not_ran:
-            found += check_nccl_bandwidth(nccl_allreduce(result), floor)
-        problems[name] = found
+    facts = image_facts_every_node
+    problems = {n: _nccl_problems(f.part("rendezvous"), expected, floor) for n, f in facts.items()}
     fail_on_nodes(inventory.nodes, problems)
+
+
+def _nccl_problems(result, expected, floor):
+    """A rendezvous RESULT's NCCL transport and bus bandwidth; where NCCL did not run, that."""
+    run = parse_torchrun_log(str(result.get("nccl_log", "")))
+    not_ran = check_nccl_ran(result)
+    found = not_ran or check_nccl_transport(run, expected)
+    if floor is not None and not not_ran:
+        found += check_nccl_bandwidth(nccl_allreduce(result), floor)
+    return found

@@ -31,10 +31,15 @@ def test_hub_offline_mode_where_the_hub_is_unreachable(probes, inventory):
     HF_HUB_OFFLINE=1, so nothing waits on the hub at launch; the failure says which nodes do
     reach it."""
     failed = every_node(probes, inventory, hub_dial_of)
+    offline, endpoint = _planned_offline(inventory)
+    fail_on_nodes(inventory.nodes, check_offline_mode(failed, offline, endpoint))
+
+
+def _planned_offline(inventory):
+    """Whether each node's container runs hub-offline, and the hub the head's would reach."""
     envs = {
         n.name: container_plan(inventory.node_env(n), inventory.engine.docker_args).env
         for n in inventory.nodes
     }
     offline = {name: offline_set(env) for name, env in envs.items()}
-    endpoint = hub_target(envs[inventory.head.name]).endpoint
-    fail_on_nodes(inventory.nodes, check_offline_mode(failed, offline, endpoint))
+    return offline, hub_target(envs[inventory.head.name]).endpoint

@@ -18,6 +18,13 @@ IN_IMAGE = ("vllm", "sglang", "transformers", "torch", "nccl", "ray")
 def test_stack_identical_on_every_node(probes, in_image, model_hashes, inventory, request):
     """Driver, kernel, OS, Docker, image ID, the engine, transformers, torch and NCCL inside
     the image, the model's content and the engine environment are the same on every node."""
+    matrix = _stack_matrix(probes, in_image, model_hashes, inventory)
+    record(request.node, None, PARITY, matrix)  # the preflight report's parity table
+    fail_on_nodes(inventory.nodes, check_parity(matrix), header=_table(matrix, inventory))
+
+
+def _stack_matrix(probes, in_image, model_hashes, inventory):
+    """Each part of the stack, by node: the host's, the image's packages, the model, the env."""
     nodes = [n.name for n in inventory.nodes]
     ident = every_node(probes, inventory, identity_of)
     seen = probes.every()
@@ -33,16 +40,18 @@ def test_stack_identical_on_every_node(probes, in_image, model_hashes, inventory
     versions = {n: o.part("versions") for n, o in settled_every(in_image).items()}
     for package in IN_IMAGE:
         matrix[f"{package} (image)"] = {n: str(versions[n].get(package)) for n in nodes}
-    matrix["model sha256"] = {n: _manifest_digest(settled(model_hashes.of(node)).sha256)
-                              for n, node in zip(nodes, inventory.nodes, strict=True)}  # fmt: skip
-    for key in sorted(
-        {k for node in inventory.nodes for k in {**inventory.engine.env, **node.env}}
-    ):
-        matrix[f"env {key}"] = {n.name: {**inventory.engine.env, **n.env}.get(key, "(unset)")
-                                for n in inventory.nodes}  # fmt: skip
-    record(request.node, None, PARITY, matrix)  # the preflight report's parity table
-    problems = check_parity(matrix)
-    fail_on_nodes(inventory.nodes, problems, header=render_matrix(differing(matrix), nodes))
+    matrix["model sha256"] = {
+        n: _manifest_digest(settled(model_hashes.of(node)).sha256)
+        for n, node in zip(nodes, inventory.nodes, strict=True)
+    }
+    envs = {n.name: {**inventory.engine.env, **n.env} for n in inventory.nodes}
+    for key in sorted({k for env in envs.values() for k in env}):
+        matrix[f"env {key}"] = {name: env.get(key, "(unset)") for name, env in envs.items()}
+    return matrix
+
+
+def _table(matrix, inventory):
+    return render_matrix(differing(matrix), [n.name for n in inventory.nodes])
 
 
 def _manifest_digest(sha256: dict[str, str]) -> str:

@@ -11,7 +11,8 @@ from infergate.fixtures.facts import every_node, read_fact
 from infergate.fixtures.report import fail_on, fail_on_nodes
 
 
-@pytest.mark.xdist_group("cluster")  # read before the dist-init listener holds its port
+# in the cluster group: read before the dist-init listener holds its port
+@pytest.mark.xdist_group("cluster")
 def test_engine_ports_free_on_every_node(probes, inventory):
     """The ports the engine's ranks bind on each node (the head's API and rendezvous, a
     fixed VLLM_PORT, SGLang's health server, Ray's own) are free there."""
@@ -33,16 +34,17 @@ def test_engine_ports_outside_ephemeral_range(probes, node, inventory):
 
 @pytest.mark.xdist_group("cluster")
 def test_ports_after_rendezvous_reachable_between_nodes(after_rendezvous_dials, probes, inventory):
-    """Every node reaches every peer over the fabric on a sample of the ports NCCL, Gloo, ZMQ
-    and Ray listen on once dist-init has answered (the ephemeral range, Ray's worker ports),
-    through temporary listeners removed afterwards; a port cut is named with the node's
-    firewall rules."""
-    subnet = str(inventory.fabric.subnet)
-    problems = {}
-    for n in inventory.nodes:
-        sampled = after_rendezvous_dials[n.name]
-        rules = read_fact(n, probes.of(n), firewall_of)
-        address = str(n.fabric.address.ip)
-        problems[n.name] = check_listened(sampled.listener.ports, sampled.listener.refused)
-        problems[n.name] += check_after_rendezvous(address, sampled.dials, rules, subnet)
+    """Every node reaches every peer over the fabric on a sample of the ports NCCL, Gloo, ZMQ and
+    Ray listen on once dist-init has answered (the ephemeral range, Ray's worker ports), through
+    temporary listeners removed afterwards; a port cut is named with the node's firewall rules."""
+    subnet, dials = str(inventory.fabric.subnet), after_rendezvous_dials
+    problems = {n.name: _cut_ports(dials[n.name], probes, n, subnet) for n in inventory.nodes}
     fail_on_nodes(inventory.nodes, problems)
+
+
+def _cut_ports(sampled, probes, node, subnet):
+    """NODE's listeners that did not open and its dials that did not connect, with its rules."""
+    rules = read_fact(node, probes.of(node), firewall_of)
+    address = str(node.fabric.address.ip)
+    listened = check_listened(sampled.listener.ports, sampled.listener.refused)
+    return listened + check_after_rendezvous(address, sampled.dials, rules, subnet)
