@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from infergate.deploy.api import HttpAnswer
 from infergate.deploy.executor import Deployment
 from infergate.deploy.failure import fatal_problem
-from infergate.deploy.gates import served_ids
+from infergate.deploy.gates import check_served
 from infergate.fixtures.report import fail_on, fail_on_nodes
 from infergate.plan.apikey import check_authorized
 from infergate.plan.model import Inventory, Node
-from infergate.problems import Problem
 
 pytestmark = pytest.mark.xdist_group("deployment")
 
@@ -33,17 +31,7 @@ def test_endpoint_answers_with_the_planned_model(
     answer = deployment.get("/v1/models", 10)
     url = f"{deployment.launch.endpoint}/v1/models"
     fail_on(inventory.head, check_authorized(answer.status, url, deployment.api_key))
-    fail_on(inventory.head, _check_served(answer, inventory.model.served_name))
-
-
-def _check_served(answer: HttpAnswer, served_name: str) -> list[Problem]:
-    """/v1/models answered 200, listing SERVED_NAME."""
-    listed = served_ids(answer.body)
-    if answer.status == 200 and served_name in listed:
-        return []
-    found = f"GET /v1/models: {answer.status or answer.body}, models {listed}"
-    remedy = "check --served-model-name in the launch and the head's log"
-    return [Problem(found, f"200 listing {served_name!r}", remedy)]
+    fail_on(inventory.head, check_served(answer, inventory.model.served_name))
 
 
 def test_rank_is_alive(deployment: Deployment, node: Node) -> None:

@@ -10,10 +10,15 @@ from infergate.fixtures.plugin import skip_unconfigured
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
-from infergate.inference.plan import check_failures, check_goodput, check_thresholds
+from infergate.inference.plan import (
+    check_failures,
+    check_goodput,
+    check_thresholds,
+    check_usage_counts_chunks,
+    check_usage_reported,
+)
 from infergate.inference.workload import Level, levels
 from infergate.plan.model import Inventory
-from infergate.problems import Problem
 
 pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
 
@@ -34,37 +39,8 @@ def test_every_request_completes(
 def test_usage_counts_the_streamed_tokens(sweep: list[LevelSummary], inventory: Inventory) -> None:
     """Every stream reports usage, and never fewer tokens than it streamed chunks (a chunk
     may carry several tokens; the ratio is reported)."""
-    problems = _usage_missing(sweep) + _usage_undercounted(sweep)
+    problems = check_usage_reported(sweep) + check_usage_counts_chunks(sweep)
     fail_on_cluster(inventory.nodes, problems)
-
-
-def _usage_missing(sweep: list[LevelSummary]) -> list[Problem]:
-    """Each level where some streams reported no usage."""
-    planned = "usage in the last chunk of every stream (stream_options.include_usage)"
-    remedy = (
-        "tokens/s is then counted from chunks, which undercounts: "
-        "use an engine that honours include_usage"
-    )
-    return [
-        Problem(f"{s.usage_missing} stream(s) without usage at {s.label}", planned, remedy)
-        for s in sweep
-        if s.usage_missing
-    ]
-
-
-def _usage_undercounted(sweep: list[LevelSummary]) -> list[Problem]:
-    """Each level whose usage counts fewer tokens than its streams' content chunks."""
-    planned = "at least one token per content chunk"
-    remedy = "the engine's usage undercounts: its tokens/s cannot be trusted"
-    return [
-        Problem(
-            f"{s.usage_tokens} usage tokens for {s.content_chunks} content chunks at {s.label}",
-            planned,
-            remedy,
-        )
-        for s in sweep
-        if s.usage_tokens < s.content_chunks
-    ]
 
 
 def test_throughput_meets_the_plan(

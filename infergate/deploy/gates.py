@@ -12,6 +12,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from infergate.deploy.api import HttpAnswer
 from infergate.deploy.failure import logs_remedy, missed
 from infergate.deploy.news import beat, judge_oom, refresh
 from infergate.deploy.state import LaunchState
@@ -112,3 +113,13 @@ def served_ids(body: str) -> list[str]:
         return [str(m.get("id")) for m in json.loads(body).get("data", [])]
     except (ValueError, AttributeError):
         return []
+
+
+def check_served(answer: HttpAnswer, served_name: str) -> list[Problem]:
+    """/v1/models answered 200, listing SERVED_NAME."""
+    listed = served_ids(answer.body)
+    if answer.status == 200 and served_name in listed:
+        return []
+    found = f"GET /v1/models: {answer.status or answer.body}, models {listed}"
+    remedy = "check --served-model-name in the launch and the head's log"
+    return [Problem(found, f"200 listing {served_name!r}", remedy)]

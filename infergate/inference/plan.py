@@ -162,3 +162,32 @@ _SLOW_REMEDY = (
     "in preflight; NCCL_DEBUG=INFO should show NET/IB, not NET/Socket), power caps; or set "
     "the threshold to what this hardware does"
 )
+
+
+def check_usage_reported(sweep: list[LevelSummary]) -> list[Problem]:
+    """Each level where some streams reported no usage."""
+    planned = "usage in the last chunk of every stream (stream_options.include_usage)"
+    remedy = (
+        "tokens/s is then counted from chunks, which undercounts: "
+        "use an engine that honours include_usage"
+    )
+    return [
+        Problem(f"{s.usage_missing} stream(s) without usage at {s.label}", planned, remedy)
+        for s in sweep
+        if s.usage_missing
+    ]
+
+
+def check_usage_counts_chunks(sweep: list[LevelSummary]) -> list[Problem]:
+    """Each level whose usage counts fewer tokens than its streams' content chunks."""
+    planned = "at least one token per content chunk"
+    remedy = "the engine's usage undercounts: its tokens/s cannot be trusted"
+    return [
+        Problem(
+            f"{s.usage_tokens} usage tokens for {s.content_chunks} content chunks at {s.label}",
+            planned,
+            remedy,
+        )
+        for s in sweep
+        if s.usage_tokens < s.content_chunks
+    ]

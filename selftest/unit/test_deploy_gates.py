@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from infergate.deploy import gates
+from infergate.deploy.api import HttpAnswer
 from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.gates import check_served
 from infergate.deploy.state import DeployOptions, LaunchState
 from infergate.engines.launch import HttpReady, Launch
 from infergate.fixtures.inventory import load_inventory
@@ -48,3 +50,15 @@ def test_a_log_line_per_request_does_not_make_the_api_gate_ask_faster() -> None:
     # one GET a second from the start, and the last at the deadline
     assert 2 <= Warming.asked <= DEADLINE_S + 2, Warming.asked
     assert "GET /health_generate: 503" in str(failed.value)
+
+
+def test_the_served_model_is_judged_from_the_models_answer() -> None:
+    listed = '{"data": [{"id": "tiny"}]}'
+    assert check_served(HttpAnswer(200, listed), "tiny") == []
+    (wrong,) = check_served(HttpAnswer(200, listed), "other")
+    assert (wrong.found, wrong.planned) == (
+        "GET /v1/models: 200, models ['tiny']",
+        "200 listing 'other'",
+    )
+    (refused,) = check_served(HttpAnswer(0, "connection refused"), "tiny")
+    assert refused.found == "GET /v1/models: connection refused, models []"

@@ -26,6 +26,7 @@ import yaml
 
 from infergate.inference import baseline, client, metrics, plan, sse
 from infergate.inference.client import StreamRecord
+from infergate.inference.plan import check_usage_counts_chunks, check_usage_reported
 from infergate.plan.model import Inference, InventoryError, Probe, Slo, parse_inventory
 from infergate.reports import inference as report
 from infergate.reports.files import write_report
@@ -186,6 +187,18 @@ def test_chunks_packing_several_tokens_show_as_discrepancy_and_long_itl() -> Non
 def test_missing_usage_falls_back_to_chunk_count() -> None:
     s = metrics.summarize_records([record(TEN_CHUNKS, tokens=None)], 1.0, 1)
     assert (s.total_output_tokens, s.usage_missing, s.usage_tokens) == (10, 1, 0)
+
+
+def test_usage_missing_or_short_of_the_chunks_is_a_problem_per_level() -> None:
+    missing = metrics.summarize_records([record(TEN_CHUNKS, tokens=None)], 1.0, 1)
+    short = metrics.summarize_records([record(TEN_CHUNKS, tokens=4)], 1.0, 1)
+    whole = metrics.summarize_records([record(TEN_CHUNKS, tokens=10)], 1.0, 1)
+    assert [p.found for p in check_usage_reported([missing, whole])] == [
+        f"1 stream(s) without usage at {missing.label}"
+    ]
+    assert [p.found for p in check_usage_counts_chunks([short, whole])] == [
+        f"4 usage tokens for 10 content chunks at {short.label}"
+    ]
 
 
 def test_percentiles_match_numpy() -> None:
