@@ -91,8 +91,10 @@ def hash_row(what: str, rates: tuple[float, float, float, float], goal: Goal) ->
     """The hash's rate against the limit, the lower of the read's and the cores' rates: RATES
     (bytes/s) in that order, all four shown."""
     rate, limit, read, cores = rates
-    measured = (f"{rate / GB:.2f} / {limit / GB:.2f} GB/s = {rate / limit:.2f}x "
-                f"(limit: read {read / GB:.2f}, cores {cores / GB:.2f})")  # fmt: skip
+    measured = (
+        f"{rate / GB:.2f} / {limit / GB:.2f} GB/s = {rate / limit:.2f}x "
+        f"(limit: read {read / GB:.2f}, cores {cores / GB:.2f})"
+    )
     return Row(what, measured, rate / limit, goal)
 
 
@@ -132,15 +134,23 @@ def rows(
 def table(table_rows: list[Row]) -> str:
     """The rows as a Markdown table, the verdict last."""
     lines = ["| what | measured | goal | met |", "| --- | --- | --- | --- |"]
-    lines += [f"| {r.what} | {r.measured} | {r.goal.text} | {r.goal.verdict(r.value)} |"
-              for r in table_rows]  # fmt: skip
+    lines += [
+        f"| {r.what} | {r.measured} | {r.goal.text} | {r.goal.verdict(r.value)} |"
+        for r in table_rows
+    ]
     return "\n".join(lines)
 
 
 def machine(cpuinfo: str, cores: int) -> str:
     """The machine as the figures depend on it: its cores and the ISAs of ISAS it has."""
-    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
-                  if line.startswith("flags")), [])  # fmt: skip
+    flags = next(
+        (
+            line.split(":", 1)[1].split()
+            for line in cpuinfo.splitlines()
+            if line.startswith("flags")
+        ),
+        [],
+    )
     return f"{cores} cores, {' '.join(isa for isa in ISAS if isa in flags) or 'no avx2'}"
 
 
@@ -157,8 +167,10 @@ def main() -> None:
     scaled = bench_preflight.over_sizes(SIZES, args.repeats, bench_scale.measure)
     controller = {size.nodes: size.controller_cpu for size in scaled}
     cpu = machine(Path("/proc/cpuinfo").read_text(), os.cpu_count() or 1)
-    print(f"\nmedians of {args.repeats}; model hash: {args.files} files, {args.gib:g} GiB, "
-          f"on node1; this machine: {cpu}\n")  # fmt: skip
+    print(
+        f"\nmedians of {args.repeats}; model hash: {args.files} files, {args.gib:g} GiB, "
+        f"on node1; this machine: {cpu}\n"
+    )
     print(table(rows(preflight, controller, hashing, image)))
 
 

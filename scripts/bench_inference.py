@@ -120,17 +120,26 @@ class Run:
 def ours(spec: dict[str, str | int]) -> None:
     """Our client, as the node runs it (the child of CPU_OF): the run's prompt file, the
     level's concurrency, the figures as one JSON line."""
-    prompts = dataset_prompts(str(spec["dataset"]), int(spec["requests"]),
-                              int(spec["output_tokens"]))  # fmt: skip
+    prompts = dataset_prompts(
+        str(spec["dataset"]), int(spec["requests"]), int(spec["output_tokens"])
+    )
     bodies = chat_bodies(prompts, str(spec["model"]))
     print(LOAD_STARTS, flush=True)
     run = run_load(f"{spec['base']}/v1", CHAT_PATH, bodies, int(spec["level"]), REQUEST_S)
     s = summarize(run)
     if s.failed:
         sys.exit(f"our run had {s.failed} failed requests: {s.errors}")
-    print(json.dumps({"tok_s": s.output_throughput, "ttft_ms": s.ttft.median_ms,
-                      "tpot_ms": s.tpot.median_ms, "tokens": s.total_output_tokens,
-                      "starts": [r.start_s for r in run.records]}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "tok_s": s.output_throughput,
+                "ttft_ms": s.ttft.median_ms,
+                "tpot_ms": s.tpot.median_ms,
+                "tokens": s.total_output_tokens,
+                "starts": [r.start_s for r in run.records],
+            }
+        )
+    )
 
 
 def in_image(
@@ -140,8 +149,23 @@ def in_image(
     network, `docker run OPTIONS`): its stdout, its CPU seconds in all and from MARK on.
     Both clients run so, in the same cgroup placement and on the same interpreter."""
     name = f"infergate-bench-{secrets.token_hex(3)}"
-    docker = ["docker", "run", "--rm", "--name", name, "--network", "host", "--entrypoint=",
-              *options, plan.image.ref, "python3", "-c", CPU_OF, mark, *argv]  # fmt: skip
+    docker = [
+        "docker",
+        "run",
+        "--rm",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--entrypoint=",
+        *options,
+        plan.image.ref,
+        "python3",
+        "-c",
+        CPU_OF,
+        mark,
+        *argv,
+    ]
     try:
         done = lab.node_exec(node, docker, timeout=RUN_TIMEOUT_S, check=False)
     finally:  # a run cut short (Ctrl-C, the timeout) leaves no container behind
@@ -151,8 +175,10 @@ def in_image(
     except (ValueError, IndexError):
         sys.exit(f"{argv[0]} on {node} gave no report:\n{done.stderr[-3000:]}")
     if report["rc"] != 0 or report["cpu_at_mark_s"] is None:
-        sys.exit(f"{argv[0]} on {node} exited {report['rc']} before or during its load:\n"
-                 f"{report['stdout'][-2000:]}\n{done.stderr[-3000:]}")  # fmt: skip
+        sys.exit(
+            f"{argv[0]} on {node} exited {report['rc']} before or during its load:\n"
+            f"{report['stdout'][-2000:]}\n{done.stderr[-3000:]}"
+        )
     return report["stdout"], report["cpu_s"], report["cpu_s"] - report["cpu_at_mark_s"]
 
 
@@ -166,16 +192,25 @@ class Server:
     client_options: tuple[str, ...]  # `docker run` options of both clients' containers
 
 
-def run_ours(lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int],
-             server: Server) -> Run:  # fmt: skip
+def run_ours(
+    lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int], server: Server
+) -> Run:
     """This script in the image with this checkout and its virtualenv's packages mounted
     (PYTHONPATH, before the image's own: the venv's editable installs are .pth files, which
     it does not read)."""
     packages = sysconfig.get_paths()["purelib"]
     data = Path(str(spec["dataset"])).parent
-    options = ["-v", f"{ROOT}:{ROOT}:ro", "-v", f"{packages}:{packages}:ro",
-               "-v", f"{data}:{data}:ro", *server.client_options,
-               "-e", f"PYTHONPATH={ROOT}:{ROOT / 'lab'}:{packages}"]  # fmt: skip
+    options = [
+        "-v",
+        f"{ROOT}:{ROOT}:ro",
+        "-v",
+        f"{packages}:{packages}:ro",
+        "-v",
+        f"{data}:{data}:ro",
+        *server.client_options,
+        "-e",
+        f"PYTHONPATH={ROOT}:{ROOT / 'lab'}:{packages}",
+    ]
     argv = ["python3", __file__, "--ours-json", json.dumps(spec)]
     stdout, cpu, load_cpu = in_image(lab, node, plan, LOAD_STARTS, argv, options)
     r = json.loads(stdout.strip().splitlines()[-1])
@@ -183,29 +218,71 @@ def run_ours(lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int],
     return Run(r["tok_s"], r["ttft_ms"], r["tpot_ms"], r["tokens"], cpu, load_cpu, starts)
 
 
-def run_vllm(lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int],
-             server: Server) -> Run:  # fmt: skip
+def run_vllm(
+    lab: Lab, node: str, plan: Inventory, spec: dict[str, str | int], server: Server
+) -> Run:
     """`vllm bench serve`, reading the run's ShareGPT file (its `custom` JSONL loader needs
     pandas, which the image lacks; ShareGPT takes the first two turns,
     vllm/benchmarks/datasets/datasets.py ShareGPTDataset)."""
     dataset = Path(str(spec["dataset"]))
     result = f"{dataset.stem}.result.json"
-    bench = ["vllm", "bench", "serve", "--backend", "openai-chat", "--base-url", spec["base"],
-             "--endpoint", "/v1/chat/completions", "--model", spec["model"],
-             "--tokenizer", server.tokenizer, "--dataset-name", "sharegpt",
-             "--dataset-path", str(dataset), "--disable-shuffle",
-             "--sharegpt-output-len", spec["output_tokens"], "--num-prompts", spec["requests"],
-             "--max-concurrency", spec["level"], "--ignore-eos", "--disable-tqdm",
-             "--num-warmups", "0", "--ready-check-timeout-sec", "0", "--save-result",
-             "--save-detailed",
-             "--result-dir", str(dataset.parent), "--result-filename", result]  # fmt: skip
+    bench = [
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        spec["base"],
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        spec["model"],
+        "--tokenizer",
+        server.tokenizer,
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        str(dataset),
+        "--disable-shuffle",
+        "--sharegpt-output-len",
+        spec["output_tokens"],
+        "--num-prompts",
+        spec["requests"],
+        "--max-concurrency",
+        spec["level"],
+        "--ignore-eos",
+        "--disable-tqdm",
+        "--num-warmups",
+        "0",
+        "--ready-check-timeout-sec",
+        "0",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(dataset.parent),
+        "--result-filename",
+        result,
+    ]
     model = server.tokenizer
-    options = ["-v", f"{model}:{model}:ro", "-v", f"{dataset.parent}:{dataset.parent}",
-               *server.client_options]  # fmt: skip
+    options = [
+        "-v",
+        f"{model}:{model}:ro",
+        "-v",
+        f"{dataset.parent}:{dataset.parent}",
+        *server.client_options,
+    ]
     _, cpu, load_cpu = in_image(lab, node, plan, VLLM_LOAD_STARTS, list(map(str, bench)), options)
     r = json.loads((dataset.parent / result).read_text())
-    return Run(r["output_throughput"], r["median_ttft_ms"], r["median_tpot_ms"],
-               r["total_output_tokens"], cpu, load_cpu, tuple(r["start_times"]))  # fmt: skip
+    return Run(
+        r["output_throughput"],
+        r["median_ttft_ms"],
+        r["median_tpot_ms"],
+        r["total_output_tokens"],
+        cpu,
+        load_cpu,
+        tuple(r["start_times"]),
+    )
 
 
 def requests_at(level: int, floor: int) -> int:
@@ -215,8 +292,10 @@ def requests_at(level: int, floor: int) -> int:
 def write_sharegpt(path: Path, prompts: Sequence[Prompt]) -> None:
     """The form vLLM's ShareGPTDataset reads: a human turn (the prompt), a gpt turn (its
     length is overridden by --sharegpt-output-len)."""
-    items = [{"conversations": [{"from": "human", "value": p.text},
-                                {"from": "gpt", "value": "ok"}]} for p in prompts]  # fmt: skip
+    items = [
+        {"conversations": [{"from": "human", "value": p.text}, {"from": "gpt", "value": "ok"}]}
+        for p in prompts
+    ]
     path.write_text(json.dumps(items))
 
 
@@ -261,9 +340,11 @@ def verdict(*ratios: float) -> str:
     return "PASS" if all(abs(r - 1) <= 0.05 for r in ratios) else "DIFF"
 
 
-HEADER = (f"{'level':>5} {'reqs':>5} {'ours tok/s':>10} {'vllm tok/s':>10} {'ratio':>6} "
-          f"{'ours TTFT':>10} {'vllm TTFT':>10} {'ratio':>6} {'ours CPU':>9} {'vllm CPU':>9}  "
-          f"±5 %")  # fmt: skip
+HEADER = (
+    f"{'level':>5} {'reqs':>5} {'ours tok/s':>10} {'vllm tok/s':>10} {'ratio':>6} "
+    f"{'ours TTFT':>10} {'vllm TTFT':>10} {'ratio':>6} {'ours CPU':>9} {'vllm CPU':>9}  "
+    f"±5 %"
+)
 
 
 def spread(runs: Sequence[Run]) -> str:
@@ -278,15 +359,20 @@ def report_level(level: int, requests: int, mine: list[Run], theirs: list[Run]) 
     c, d = median(mine, "ttft_ms"), median(theirs, "ttft_ms")
     e, f = median(mine, "cpu_per_1k"), median(theirs, "cpu_per_1k")
     word = verdict(a / b, c / d)
-    print(f"{level:>5} {requests:>5} {a:>10.1f} {b:>10.1f} {a / b:>6.3f} {c:>8.1f}ms "
-          f"{d:>8.1f}ms {c / d:>6.3f} {e:>8.3f}s {f:>8.3f}s  {word}", flush=True)  # fmt: skip
-    print(f"{'':>11} runs: tok/s ours {[round(m.tok_s, 1) for m in mine]} (spread "
-          f"{spread(mine)}), vllm {[round(t.tok_s, 1) for t in theirs]} (spread "
-          f"{spread(theirs)}); TPOT ours {median(mine, 'tpot_ms'):.1f} ms, "
-          f"vllm {median(theirs, 'tpot_ms'):.1f} ms; whole-process CPU ours "
-          f"{median(mine, 'cpu_s'):.1f} s, vllm {median(theirs, 'cpu_s'):.1f} s; start bursts "
-          f"ours {[bursts(m.starts) for m in mine]}, vllm {[bursts(t.starts) for t in theirs]}",
-          flush=True)  # fmt: skip
+    print(
+        f"{level:>5} {requests:>5} {a:>10.1f} {b:>10.1f} {a / b:>6.3f} {c:>8.1f}ms "
+        f"{d:>8.1f}ms {c / d:>6.3f} {e:>8.3f}s {f:>8.3f}s  {word}",
+        flush=True,
+    )
+    print(
+        f"{'':>11} runs: tok/s ours {[round(m.tok_s, 1) for m in mine]} (spread "
+        f"{spread(mine)}), vllm {[round(t.tok_s, 1) for t in theirs]} (spread "
+        f"{spread(theirs)}); TPOT ours {median(mine, 'tpot_ms'):.1f} ms, "
+        f"vllm {median(theirs, 'tpot_ms'):.1f} ms; whole-process CPU ours "
+        f"{median(mine, 'cpu_s'):.1f} s, vllm {median(theirs, 'cpu_s'):.1f} s; start bursts "
+        f"ours {[bursts(m.starts) for m in mine]}, vllm {[bursts(t.starts) for t in theirs]}",
+        flush=True,
+    )
     return word == "PASS"
 
 
@@ -322,19 +408,32 @@ def bench(args: argparse.Namespace, plan: Inventory) -> int:
     levels = [int(x) for x in args.levels.split(",")]
     counts = {c: requests_at(c, args.min_requests) for c in levels}
     total = WARMUP + 2 * args.rounds * sum(counts.values())
-    print(f"levels {levels}, requests {list(counts.values())}, {args.rounds} rounds a side, "
-          f"{args.input_tokens} input and {args.output_tokens} output tokens; {total} distinct "
-          f"prompts; both clients on {node}; server: {args.server}", flush=True)  # fmt: skip
+    print(
+        f"levels {levels}, requests {list(counts.values())}, {args.rounds} rounds a side, "
+        f"{args.input_tokens} input and {args.output_tokens} output tokens; {total} distinct "
+        f"prompts; both clients on {node}; server: {args.server}",
+        flush=True,
+    )
     with ExitStack() as stack:
         server = stack.enter_context(served(lab, plan, args.server))
         data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="infergate-bench-")))
-        prompts = iter(build_prompts(server.base, server.served_name, total, args.input_tokens,
-                                     args.output_tokens, 0.0, SEED))  # fmt: skip
+        prompts = iter(
+            build_prompts(
+                server.base,
+                server.served_name,
+                total,
+                args.input_tokens,
+                args.output_tokens,
+                0.0,
+                SEED,
+            )
+        )
         warm = chat_bodies([next(prompts) for _ in range(WARMUP)], server.served_name)
         run_load(f"{server.base}/v1", CHAT_PATH, warm, WARMUP, REQUEST_S)
         print(HEADER + f"  (medians of {args.rounds}; CPU: seconds per 1,000 output tokens)")
-        passed = [level_rounds(lab, node, args, plan, server, data, prompts, c, counts[c])
-                  for c in levels]  # fmt: skip
+        passed = [
+            level_rounds(lab, node, args, plan, server, data, prompts, c, counts[c]) for c in levels
+        ]
     print("PASS: both agree within ±5 % at every level" if all(passed) else "not within ±5 %")
     return 0 if all(passed) else 1
 
@@ -357,9 +456,13 @@ def level_rounds(
             dataset = data / f"c{level}-r{r}-{who}.json"
             write_sharegpt(dataset, [next(prompts) for _ in range(requests)])
             spec: dict[str, str | int] = {
-                "base": server.base, "model": server.served_name, "dataset": str(dataset),
-                "level": level, "requests": requests, "output_tokens": args.output_tokens,
-            }  # fmt: skip
+                "base": server.base,
+                "model": server.served_name,
+                "dataset": str(dataset),
+                "level": level,
+                "requests": requests,
+                "output_tokens": args.output_tokens,
+            }
             if who == "ours":
                 mine.append(run_ours(lab, node, plan, spec, server))
             else:

@@ -76,9 +76,22 @@ def run(lab: Lab, node: str, form: str) -> tuple[float, float]:
     """Seconds of the facts in the container and of the whole command, FORM on NODE."""
     model = str(PLAN.model.path)
     script = [experiment(), form.split()[0], model, *PLAN.engine.flags]
-    container = ["docker", "run", "--rm", "--network", "none", "--entrypoint=",
-                 "-e", "HF_HUB_OFFLINE=1", "-v", f"{model}:{model}:ro", PLAN.image.ref,
-                 "python3", "-c", *script]  # fmt: skip
+    container = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint=",
+        "-e",
+        "HF_HUB_OFFLINE=1",
+        "-v",
+        f"{model}:{model}:ro",
+        PLAN.image.ref,
+        "python3",
+        "-c",
+        *script,
+    ]
     start = time.perf_counter()
     found = TIMED.search(on_node(lab, node, shlex.join(container), timeout=300))
     wall = time.perf_counter() - start
@@ -115,8 +128,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     repeats = parser.parse_args().repeats
     rounds = measure(repeats)
-    print(f"\nmedians of {repeats} (seconds): the engine facts after the shared import, and the "
-          "wall of ssh + docker run")  # fmt: skip
+    print(
+        f"\nmedians of {repeats} (seconds): the engine facts after the shared import, and the "
+        "wall of ssh + docker run"
+    )
     for case, seen in rounds.items():
         facts, wall = statistics.median(seen["facts"]), statistics.median(seen["wall"])
         print(f"{case:<32} facts {facts:5.2f}  wall {wall:5.2f}")

@@ -143,8 +143,9 @@ def measure(node: str, gib: float, files: int, repeats: int) -> Hashing:
         recheck_s = time.perf_counter() - start
     finally:
         on_node(lab, node, f"rm -rf {BENCH_DIR}")
-    return Hashing(node, sizes, cores, one_core, raw, hashed, warm_raw, warm_hash, recheck_s,
-                   recheck.hashed)  # fmt: skip
+    return Hashing(
+        node, sizes, cores, one_core, raw, hashed, warm_raw, warm_hash, recheck_s, recheck.hashed
+    )
 
 
 def main() -> None:

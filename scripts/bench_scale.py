@@ -202,22 +202,26 @@ def report(sizes: list[Size]) -> None:
         "controller CPU s | of it masters | nodes CPU s | per node | ssh in flight | "
         "pytest fds | masters MiB | memory in use GiB |"
     )
-    print("|---" * 12 + "|")  # fmt: skip
+    print("|---" * 12 + "|")
     for s in sizes:
         m, walls = s.median, [r.wall for r in s.runs]
         masters = m.cpu["controller: the SSH masters"]
-        print(f"| {s.nodes} | {s.up_s:.0f} | {m.wall:.2f} ({min(walls):.2f}-{max(walls):.2f}) | "
-              f"{m.items} ({m.red[NO_ENGINE]}, {m.red[LOST]}) | "
-              f"{s.controller_cpu:.2f} | {masters:.2f} | "
-              f"{s.nodes_cpu:.2f} | {s.nodes_cpu / s.nodes * 1000:.0f} ms | {s.peaks.ssh} | "
-              f"{s.peaks.fds} | {s.masters_mib:.0f} ({s.masters}) | "
-              f"{s.memory_gib:.1f} |")  # fmt: skip
+        print(
+            f"| {s.nodes} | {s.up_s:.0f} | {m.wall:.2f} ({min(walls):.2f}-{max(walls):.2f}) | "
+            f"{m.items} ({m.red[NO_ENGINE]}, {m.red[LOST]}) | "
+            f"{s.controller_cpu:.2f} | {masters:.2f} | "
+            f"{s.nodes_cpu:.2f} | {s.nodes_cpu / s.nodes * 1000:.0f} ms | {s.peaks.ssh} | "
+            f"{s.peaks.fds} | {s.masters_mib:.0f} ({s.masters}) | "
+            f"{s.memory_gib:.1f} |"
+        )
     print("\nper added node, between sizes (ms): wall, controller CPU, nodes CPU")
     for a, b in itertools.pairwise(sizes):
         added = (b.nodes - a.nodes) / 1000
-        print(f"  {a.nodes} -> {b.nodes}: {(b.median.wall - a.median.wall) / added:.0f}, "
-              f"{(b.controller_cpu - a.controller_cpu) / added:.0f}, "
-              f"{(b.nodes_cpu - a.nodes_cpu) / added:.0f}")  # fmt: skip
+        print(
+            f"  {a.nodes} -> {b.nodes}: {(b.median.wall - a.median.wall) / added:.0f}, "
+            f"{(b.controller_cpu - a.controller_cpu) / added:.0f}, "
+            f"{(b.nodes_cpu - a.nodes_cpu) / added:.0f}"
+        )
     if len(sizes) > 1:
         project(sizes, cores)
 
@@ -243,15 +247,19 @@ def project(sizes: list[Size], cores: int) -> None:
         f"on real nodes: fixed {fixed:.2f} s + SSH waits {ssh:.2f} s per round of "
         f"{FAN_OUT_CAP} in flight (the {nodes[0]}-node run's); ulimit -n {soft}"
     )
-    print(f"| nodes | controller CPU s: fit / last step | wall bound by its CPU on {cores} "
-          "cores | on 16 cores | by the fan-out | masters MiB |")  # fmt: skip
+    print(
+        f"| nodes | controller CPU s: fit / last step | wall bound by its CPU on {cores} "
+        "cores | on 16 cores | by the fan-out | masters MiB |"
+    )
     print("|---" * 6 + "|")
     for n in PROJECTED:
         low, high = fit.intercept + fit.slope * n, cpus[-1] + step * (n - nodes[-1])
         rounds = fixed + ssh * math.ceil(n / FAN_OUT_CAP)
-        print(f"| {n} | {low:.1f} / {high:.1f} | {low / cores:.1f} / {high / cores:.1f} | "
-              f"{low / 16:.1f} / {high / 16:.1f} | {rounds:.1f} | "
-              f"{per_master * n:.0f} |")  # fmt: skip
+        print(
+            f"| {n} | {low:.1f} / {high:.1f} | {low / cores:.1f} / {high / cores:.1f} | "
+            f"{low / 16:.1f} / {high / 16:.1f} | {rounds:.1f} | "
+            f"{per_master * n:.0f} |"
+        )
 
 
 def main() -> None:

@@ -19,8 +19,9 @@ def green_seconds(argv: list[str], cwd: Path) -> float:
     done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        sys.exit(f"{' '.join(argv[:4])} in {cwd} failed, not timing a red run:\n"
-                 f"{done.stdout[-3000:]}")  # fmt: skip
+        sys.exit(
+            f"{' '.join(argv[:4])} in {cwd} failed, not timing a red run:\n{done.stdout[-3000:]}"
+        )
     return elapsed
 
 

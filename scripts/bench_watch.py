@@ -105,8 +105,10 @@ def over_ssh(config: Path, node: Node, command: str) -> str:
 class PollWatch:
     def __init__(self, config: Path, nodes: list[Node], containers: dict[str, tuple[str, str]]):
         self.config, self.nodes = config, nodes
-        self.watches = {n.name: NodeWatch(containers[n.name][0], containers[n.name][1], True,
-                                          "running") for n in nodes}  # fmt: skip
+        self.watches = {
+            n.name: NodeWatch(containers[n.name][0], containers[n.name][1], True, "running")
+            for n in nodes
+        }
         self.pool = ThreadPoolExecutor(len(nodes))
 
     def look(self) -> None:
@@ -161,8 +163,12 @@ def record_dead(watches: dict[str, NodeWatch], seen: dict[str, float]) -> None:
 def masters(config: Path, nodes: list[Node]) -> list[int]:
     pids = []
     for node in nodes:
-        done = subprocess.run(["ssh", "-F", str(config), "-O", "check", node.name],
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        done = subprocess.run(
+            ["ssh", "-F", str(config), "-O", "check", node.name],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         found = re.search(r"pid=(\d+)", done.stderr)
         if found:
             pids.append(int(found.group(1)))
@@ -187,8 +193,9 @@ def start_talkers(
     for node, engine in engines.items():
         name = f"infergate-bench-{node}-{bench}"
         command = ["python3", "-c", TALKER, str(rate)]
-        container = engine.containers.create(IMAGE, entrypoint=command, name=name,
-                                             labels={LABEL: bench})  # fmt: skip
+        container = engine.containers.create(
+            IMAGE, entrypoint=command, name=name, labels={LABEL: bench}
+        )
         container.start()
         started[node] = (name, container.id or "")
     return started
@@ -244,8 +251,10 @@ def death_to_seen(
             StreamWatch(engines, bench, {n: s[0] for n, s in started.items()}),
         )
         until, by_poll, by_stream = threading.Event(), {}, {}
-        threads = [threading.Thread(target=poll.run, args=(until, by_poll)),
-                   threading.Thread(target=stream.run, args=(until, by_stream))]  # fmt: skip
+        threads = [
+            threading.Thread(target=poll.run, args=(until, by_poll)),
+            threading.Thread(target=stream.run, args=(until, by_stream)),
+        ]
         for t in threads:
             t.start()
         time.sleep(1.5)
@@ -268,36 +277,50 @@ def death_to_seen(
 @contextlib.contextmanager
 def lab_engines(inventory: Inventory, config: Path) -> Iterator[dict[str, DockerClient]]:
     with tempfile.TemporaryDirectory(prefix="ig-bench-") as tmp, contextlib.ExitStack() as stack:
-        yield {n.name: stack.enter_context(node_engine(n, config, Path(tmp)))
-               for n in inventory.nodes}  # fmt: skip
+        yield {
+            n.name: stack.enter_context(node_engine(n, config, Path(tmp))) for n in inventory.nodes
+        }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=1.0, help="per watch, for the CPU")
-    parser.add_argument("--rates", type=float, nargs="+", default=[1.0, 10.0],
-                        help="log lines a second of each node's container")  # fmt: skip
+    parser.add_argument(
+        "--rates",
+        type=float,
+        nargs="+",
+        default=[1.0, 10.0],
+        help="log lines a second of each node's container",
+    )
     parser.add_argument("--kills", type=int, default=5)
     args = parser.parse_args()
     inventory = load_plan(PLAN)
     config = plan_ssh_config(inventory, PLAN)
     with lab_engines(inventory, config) as engines:
-        cpu = {r: cpu_both(config, inventory.nodes, engines, args.minutes * 60, r)
-               for r in args.rates}  # fmt: skip
+        cpu = {
+            r: cpu_both(config, inventory.nodes, engines, args.minutes * 60, r) for r in args.rates
+        }
         victim = inventory.nodes[-1]  # a worker
-        deaths = [death_to_seen(config, inventory.nodes, engines, victim)
-                  for _ in range(args.kills)]  # fmt: skip
-    print(f"(a) controller CPU while watching {len(inventory.nodes)} nodes, s per node per "
-          f"minute ({args.minutes:g} min each; in all = this process + ssh clients + SSH "
-          "masters):")  # fmt: skip
+        deaths = [
+            death_to_seen(config, inventory.nodes, engines, victim) for _ in range(args.kills)
+        ]
+    print(
+        f"(a) controller CPU while watching {len(inventory.nodes)} nodes, s per node per "
+        f"minute ({args.minutes:g} min each; in all = this process + ssh clients + SSH "
+        "masters):"
+    )
     for rate, (poll, stream) in cpu.items():
-        print(f"    {rate:g} log line(s)/s per node: poll {_cpu(poll)}, streams {_cpu(stream)}: "
-              f"{poll[0] / stream[0]:.1f}x less")  # fmt: skip
+        print(
+            f"    {rate:g} log line(s)/s per node: poll {_cpu(poll)}, streams {_cpu(stream)}: "
+            f"{poll[0] / stream[0]:.1f}x less"
+        )
     poll_s = statistics.median(d[0] for d in deaths)
     stream_s = statistics.median(d[1] for d in deaths)
-    print(f"(b) a worker container's death (docker kill on {victim.name}) to the watch seeing "
-          f"it, median of {args.kills}: poll {poll_s:.3f} s, streams {stream_s:.3f} s: "
-          f"{poll_s / max(stream_s, 1e-3):.0f}x sooner")  # fmt: skip
+    print(
+        f"(b) a worker container's death (docker kill on {victim.name}) to the watch seeing "
+        f"it, median of {args.kills}: poll {poll_s:.3f} s, streams {stream_s:.3f} s: "
+        f"{poll_s / max(stream_s, 1e-3):.0f}x sooner"
+    )
     each = ", ".join(f"({p:.3f}, {s:.3f})" for p, s in deaths)
     print(f"    each kill (poll s, streams s): {each}")
 

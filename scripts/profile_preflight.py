@@ -129,10 +129,12 @@ def breakdown(
         "collection": marks["tests"] - marks["collect"],
         "host probe fan-out (every node at once)": probe,
         "other SSH: pings, dials, listeners, rails": ssh,
-        "the tests' own Python: pytest per test, judging": marks["tested"] - marks["tests"]
-        - probe - ssh,
+        "the tests' own Python: pytest per test, judging": marks["tested"]
+        - marks["tests"]
+        - probe
+        - ssh,
         "session end: reports, teardown, exit": ended - marks["tested"],
-    }  # fmt: skip
+    }
 
 
 def outer_cumtime(stats: pstats.Stats, inside: Callable[[tuple[str, int, str]], bool]) -> float:
@@ -241,8 +243,10 @@ def alone(
             for node, cgroup in zip(inventory.nodes, node_cgroups(names), strict=True):
                 t = inventory.thresholds
                 remote = Remote(node, config, t.command_timeout_s, t.connect_timeout_s)
-                planned = (*plan_sections(inventory.image.ref, inventory.model.path),
-                           *node_sections(inventory, node))  # fmt: skip
+                planned = (
+                    *plan_sections(inventory.image.ref, inventory.model.path),
+                    *node_sections(inventory, node),
+                )
                 timed_probe = f"{TIMED} sh -c {shlex.quote(probe_script(planned))}"
                 master, session = timed(remote, cgroup, "true"), timed(remote, cgroup, "true")
                 probe = timed(remote, cgroup, timed_probe)
@@ -269,8 +273,12 @@ def alone(
                     rows.setdefault(what, []).append(seconds)
         finally:
             for node in inventory.nodes:
-                subprocess.run(["ssh", "-F", str(config), "-O", "exit", node.name],
-                               capture_output=True, timeout=10, check=False)  # fmt: skip
+                subprocess.run(
+                    ["ssh", "-F", str(config), "-O", "exit", node.name],
+                    capture_output=True,
+                    timeout=10,
+                    check=False,
+                )
     return rows
 
 
@@ -317,8 +325,9 @@ def run_preflight(
             env["PYTHONPYCACHEPREFIX"] = str(pyc)
         nodes, masters = nodes_cpu(cgroups), masters_cpu()
         launched = time.time()
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         assert proc.stdout
         output = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)  # its CPU and its ssh clients'
@@ -426,9 +435,9 @@ def report(sizes: list[Size]) -> None:
 
     def row(what: str, values: list[float], walls: list[float] | None) -> None:
         cells = " | ".join(
-            f"{v:.2f} | {v / w:.0%}" if w else f"{v:.2f} | " for v, w in
-            zip(values, walls or [0.0] * len(values), strict=True)
-        )  # fmt: skip
+            f"{v:.2f} | {v / w:.0%}" if w else f"{v:.2f} | "
+            for v, w in zip(values, walls or [0.0] * len(values), strict=True)
+        )
         slope = (values[-1] - values[0]) / added * 1000 if added else 0.0
         print(f"| {what} | {cells} | {slope:.0f} |")
 
@@ -445,42 +454,58 @@ def report(sizes: list[Size]) -> None:
         print(f"\n{s.nodes} nodes: {s.plain.items} tests; plain runs' walls {walls_s} s")
         if pyc := s.cached:
             start = next(iter(pyc.parts))
-            print(f"  with Python's bytecode caches ({NO_PYC} unset), median of "
-                  f"{len(s.with_pyc)}: wall {pyc.wall:.2f} s, {start} {pyc.parts[start]:.2f} s "
-                  f"(without: {s.plain.wall:.2f} s, {s.plain.parts[start]:.2f} s)")  # fmt: skip
+            print(
+                f"  with Python's bytecode caches ({NO_PYC} unset), median of "
+                f"{len(s.with_pyc)}: wall {pyc.wall:.2f} s, {start} {pyc.parts[start]:.2f} s "
+                f"(without: {s.plain.wall:.2f} s, {s.plain.parts[start]:.2f} s)"
+            )
     if last.cached and first.cached and added:
         without = last.plain.wall / first.plain.wall
         cached = last.cached.wall / first.cached.wall
-        print(f"  {last.nodes} nodes / {first.nodes} nodes: {without:.2f}x without the caches, "
-              f"{cached:.2f}x with")  # fmt: skip
+        print(
+            f"  {last.nodes} nodes / {first.nodes} nodes: {without:.2f}x without the caches, "
+            f"{cached:.2f}x with"
+        )
 
-    print(f"\n| CPU seconds of the plain run | {' | '.join(f'{s.nodes} nodes' for s in sizes)} "
-          "| per added node, ms |")  # fmt: skip
+    print(
+        f"\n| CPU seconds of the plain run | {' | '.join(f'{s.nodes} nodes' for s in sizes)} "
+        "| per added node, ms |"
+    )
     print("|---" * (2 + len(sizes)) + "|")
     for what in [*first.plain.cpu, "all", f"{cores} cores x the wall"]:
         values = [
-            sum(s.plain.cpu.values()) if what == "all" else
-            cores * s.plain.wall if what.endswith("wall") else s.plain.cpu[what]
+            sum(s.plain.cpu.values())
+            if what == "all"
+            else cores * s.plain.wall
+            if what.endswith("wall")
+            else s.plain.cpu[what]
             for s in sizes
-        ]  # fmt: skip
+        ]
         slope = (values[-1] - values[0]) / added * 1000 if added else 0.0
         print(f"| {what} | {' | '.join(f'{v:.2f}' for v in values)} | {slope:.0f} |")
 
-    print(f"\n| each node alone, ms: median (max) over the nodes | "
-          f"{' | '.join(f'{s.nodes} nodes' for s in sizes)} |")  # fmt: skip
+    print(
+        f"\n| each node alone, ms: median (max) over the nodes | "
+        f"{' | '.join(f'{s.nodes} nodes' for s in sizes)} |"
+    )
     print("|---" * (1 + len(sizes)) + "|")
     for what in first.alone:
-        cells = [f"{statistics.median(s.alone[what]) * 1000:.0f} ({max(s.alone[what]) * 1000:.0f})"
-                 for s in sizes]  # fmt: skip
+        cells = [
+            f"{statistics.median(s.alone[what]) * 1000:.0f} ({max(s.alone[what]) * 1000:.0f})"
+            for s in sizes
+        ]
         print(f"| {what} | {' | '.join(cells)} |")
 
-    print(f"\n| the host probe's costliest sections on {last.nodes} nodes' first, alone, ms "
-          "| wall | its CPU | the node's CPU |\n|---|---|---|---|")  # fmt: skip
+    print(
+        f"\n| the host probe's costliest sections on {last.nodes} nodes' first, alone, ms "
+        "| wall | its CPU | the node's CPU |\n|---|---|---|---|"
+    )
     for name, *costs in last.sections[:10]:
         print(f"| {name} | {' | '.join(f'{c * 1000:.0f}' for c in costs)} |")
     sums = [sum(column) * 1000 for column in list(zip(*last.sections, strict=True))[1:]]
-    print(f"| all {len(last.sections)}, one session each | "
-          f"{' | '.join(f'{s:.0f}' for s in sums)} |")  # fmt: skip
+    print(
+        f"| all {len(last.sections)}, one session each | {' | '.join(f'{s:.0f}' for s in sums)} |"
+    )
 
     for size in sizes:
         print(f"\nthe main thread's own time under cProfile, {size.nodes} nodes (s):")

@@ -39,13 +39,23 @@ MODEL = "/srv/models/SmolLM2-135M-Instruct"
 SGLANG = "sglang==0.5.23"
 SGLANG_NEEDS = ("orjson==3.13.0", "triton==3.9.0", "ipython==9.18.1", "traitlets==5.16.1")
 VALUES = {  # a value for each flag of the table that takes one
-    "--tensor-parallel-size": "2", "--pipeline-parallel-size": "1",
-    "--gpu-memory-utilization": "0.8", "--max-model-len": "1024", "--master-addr": "10.0.0.1",
-    "--distributed-executor-backend": "mp", "--max-num-seqs": "8",
-    "--mem-fraction-static": "0.85", "--tp-size": "2", "--tp": "2",
-    "--dist-init-addr": "10.0.0.1:20000", "--model-path": MODEL, "--context-length": "1024",
-    "--chunked-prefill-size": "512", "--nccl-port": "29600", "--dist-timeout": "600",
-}  # fmt: skip
+    "--tensor-parallel-size": "2",
+    "--pipeline-parallel-size": "1",
+    "--gpu-memory-utilization": "0.8",
+    "--max-model-len": "1024",
+    "--master-addr": "10.0.0.1",
+    "--distributed-executor-backend": "mp",
+    "--max-num-seqs": "8",
+    "--mem-fraction-static": "0.85",
+    "--tp-size": "2",
+    "--tp": "2",
+    "--dist-init-addr": "10.0.0.1:20000",
+    "--model-path": MODEL,
+    "--context-length": "1024",
+    "--chunked-prefill-size": "512",
+    "--nccl-port": "29600",
+    "--dist-timeout": "600",
+}
 
 
 def planned(flags: frozenset[str]) -> list[str]:
@@ -79,8 +89,9 @@ def record(lab: Lab, kind: EngineKind, name: str, env: dict[str, str], mounts: l
     command = probe_command(args, master, "fresh")
     limit = Deadline(300, "record_engine_parsers")
     with contextlib.closing(lab.engine("node1")) as client:
-        done = run_to_exit(client, spec, command, limit, f"infergate-record-{name}",
-                           {PROBE_LABEL: "record"})  # fmt: skip
+        done = run_to_exit(
+            client, spec, command, limit, f"infergate-record-{name}", {PROBE_LABEL: "record"}
+        )
     (OUT / f"{name}.txt").write_text(done.stdout)
     print(f"recorded {name}: exit {done.status}")
 

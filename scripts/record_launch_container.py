@@ -45,8 +45,14 @@ def run(lab: Lab, name: str, command: list[str], docker_args: tuple[str, ...]) -
     spec = ContainerSpec(IMAGE, False, False, (MODEL,), env, docker_args)
     start = time.monotonic()
     with contextlib.closing(lab.engine("node1")) as client:
-        done = run_to_exit(client, spec, command, Deadline(300, "record_launch_container"),
-                           f"infergate-record-{name}", {PROBE_LABEL: "record"})  # fmt: skip
+        done = run_to_exit(
+            client,
+            spec,
+            command,
+            Deadline(300, "record_launch_container"),
+            f"infergate-record-{name}",
+            {PROBE_LABEL: "record"},
+        )
     print(f"{name}: exit {done.status}, {time.monotonic() - start:.1f} s")
     return done.stdout
 

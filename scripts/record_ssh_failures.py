@@ -72,9 +72,13 @@ def plan(address: str, port: int, key: Path, known_hosts: Path) -> Inventory:
     node = dataclasses.replace(
         LAB.nodes[0],
         address=address,
-        ssh=Ssh(user=os.environ.get("USER", "root"), port=port, key=str(key),
-                known_hosts=str(known_hosts)),
-    )  # fmt: skip
+        ssh=Ssh(
+            user=os.environ.get("USER", "root"),
+            port=port,
+            key=str(key),
+            known_hosts=str(known_hosts),
+        ),
+    )
     return dataclasses.replace(LAB, nodes=(node,))
 
 

@@ -60,12 +60,18 @@ def check_page(page: Path, screenshot: Path, width: int = 1280) -> PageCheck:
     probed.write_text(page.read_text().replace("</body>", _PROBE + "</body>"))
     browser = chromium()
     try:
-        dom = _run([browser, *_FLAGS, "--virtual-time-budget=5000", "--dump-dom",
-                    probed.as_uri()])  # fmt: skip
+        dom = _run([browser, *_FLAGS, "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()])
     finally:
         probed.unlink()
-    _run([browser, *_FLAGS, f"--window-size={width},2400", f"--screenshot={screenshot}",
-          page.as_uri()])  # fmt: skip
+    _run(
+        [
+            browser,
+            *_FLAGS,
+            f"--window-size={width},2400",
+            f"--screenshot={screenshot}",
+            page.as_uri(),
+        ]
+    )
     found = _FOUND.search(dom)
     assert found, f"the page's probe did not run; chromium printed: {dom[-500:]!r}"
     data = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))

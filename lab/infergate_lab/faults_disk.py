@@ -51,6 +51,11 @@ def _disk_back(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
 
 
 KINDS = (
-    FaultKind("disk-full", ("PATH", "GIB_LEFT"), "PATH in the node on a file system with only "
-              "GIB_LEFT free (an overlay on a small tmpfs)", _disk_full, _disk_back),
-)  # fmt: skip
+    FaultKind(
+        "disk-full",
+        ("PATH", "GIB_LEFT"),
+        "PATH in the node on a file system with only GIB_LEFT free (an overlay on a small tmpfs)",
+        _disk_full,
+        _disk_back,
+    ),
+)

@@ -106,12 +106,27 @@ def _cache_writable(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
 
 
 KINDS = (
-    FaultKind("chat-template-missing", ("MODEL",), "MODEL's chat template (chat_template.jinja, "
-              "tokenizer_config.json's chat_template) removed from the node's copy",
-              _template_missing, _template_back),
-    FaultKind("docker-ulimit", ("NOFILE",), "the node's dockerd restarted with "
-              "--default-ulimit nofile=NOFILE:NOFILE", _docker_ulimit, _docker_normal,
-              needs_docker=True),
-    FaultKind("cache-readonly", ("PATH",), "PATH read-only in the node (a read-only bind "
-              "mount of it onto itself)", _cache_readonly, _cache_writable),
-)  # fmt: skip
+    FaultKind(
+        "chat-template-missing",
+        ("MODEL",),
+        "MODEL's chat template (chat_template.jinja, "
+        "tokenizer_config.json's chat_template) removed from the node's copy",
+        _template_missing,
+        _template_back,
+    ),
+    FaultKind(
+        "docker-ulimit",
+        ("NOFILE",),
+        "the node's dockerd restarted with --default-ulimit nofile=NOFILE:NOFILE",
+        _docker_ulimit,
+        _docker_normal,
+        needs_docker=True,
+    ),
+    FaultKind(
+        "cache-readonly",
+        ("PATH",),
+        "PATH read-only in the node (a read-only bind mount of it onto itself)",
+        _cache_readonly,
+        _cache_writable,
+    ),
+)

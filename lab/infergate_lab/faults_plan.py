@@ -133,17 +133,40 @@ def _image_back(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
 
 
 KINDS = (
-    FaultKind("port-taken", ("PORT",), "a process in the node listens on PORT", _port_taken,
-              end_process),
-    FaultKind("drop-port", ("PORT",), "TCP to PORT dropped in the node (iptables)", _drop_port,
-              _undrop_port),
-    FaultKind("shard-missing", ("FILE",), "FILE under /srv/models moved away", _shard_missing,
-              _shard_back),
-    FaultKind("shard-corrupt", ("FILE",), "one byte of FILE under /srv/models flipped, size "
-              "and mtime kept", _shard_corrupt, _shard_mend),
-    FaultKind("image-missing", ("REF",), "the image REF untagged on the node",
-              lambda lab, spec, args: _image_away(lab, spec, args[0]), _image_back,
-              needs_docker=True),
-    FaultKind("image-different", ("REF",), "REF points at another image on the node",
-              _image_different, _image_back, needs_docker=True),
-)  # fmt: skip
+    FaultKind(
+        "port-taken", ("PORT",), "a process in the node listens on PORT", _port_taken, end_process
+    ),
+    FaultKind(
+        "drop-port",
+        ("PORT",),
+        "TCP to PORT dropped in the node (iptables)",
+        _drop_port,
+        _undrop_port,
+    ),
+    FaultKind(
+        "shard-missing", ("FILE",), "FILE under /srv/models moved away", _shard_missing, _shard_back
+    ),
+    FaultKind(
+        "shard-corrupt",
+        ("FILE",),
+        "one byte of FILE under /srv/models flipped, size and mtime kept",
+        _shard_corrupt,
+        _shard_mend,
+    ),
+    FaultKind(
+        "image-missing",
+        ("REF",),
+        "the image REF untagged on the node",
+        lambda lab, spec, args: _image_away(lab, spec, args[0]),
+        _image_back,
+        needs_docker=True,
+    ),
+    FaultKind(
+        "image-different",
+        ("REF",),
+        "REF points at another image on the node",
+        _image_different,
+        _image_back,
+        needs_docker=True,
+    ),
+)

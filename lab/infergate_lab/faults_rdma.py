@@ -24,8 +24,20 @@ def _shape_link(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     if not args[0].isdigit() or int(args[0]) < 1:
         raise LabError(f"shape-link takes a rate in Mbit/s (a whole number), got {args[0]!r}")
     # a burst of 64 kB and 50 ms of queue: the rate holds from the first packet
-    _tc(spec, "replace", "dev", L.FABRIC_IFACE, "root", "tbf", "rate", f"{args[0]}mbit",
-        "burst", "64kb", "latency", "50ms")  # fmt: skip
+    _tc(
+        spec,
+        "replace",
+        "dev",
+        L.FABRIC_IFACE,
+        "root",
+        "tbf",
+        "rate",
+        f"{args[0]}mbit",
+        "burst",
+        "64kb",
+        "latency",
+        "50ms",
+    )
     return {}
 
 
@@ -34,6 +46,11 @@ def _unshape_link(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
 
 
 KINDS = (
-    FaultKind("shape-link", ("MBIT",), "fab0's egress shaped to MBIT Mbit/s (tc tbf)",
-              _shape_link, _unshape_link),
-)  # fmt: skip
+    FaultKind(
+        "shape-link",
+        ("MBIT",),
+        "fab0's egress shaped to MBIT Mbit/s (tc tbf)",
+        _shape_link,
+        _unshape_link,
+    ),
+)

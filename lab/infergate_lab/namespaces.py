@@ -85,12 +85,26 @@ def ensure_node_ns(spec: NodeSpec, rec: NodeRecord, state: LabState) -> None:
     scratch.mkdir(exist_ok=True)
     rec.mounts += [str(h) for h in handles if str(h) not in rec.mounts]
     state.save()  # recorded first: if the setup fails half way, `down` still unbinds them
-    run([
-        "nsenter", f"--net={spec.netns_path}", "unshare", f"--mount={spec.mnt_ns}",
-        f"--uts={spec.uts_ns}", f"--ipc={spec.ipc_ns}", "--propagation", "slave",
-        "sh", "-c", _NODE_SETUP, "sh", spec.name, str(scratch), str(spec.models_dir),
-        str(spec.home_dir),
-    ])  # fmt: skip
+    run(
+        [
+            "nsenter",
+            f"--net={spec.netns_path}",
+            "unshare",
+            f"--mount={spec.mnt_ns}",
+            f"--uts={spec.uts_ns}",
+            f"--ipc={spec.ipc_ns}",
+            "--propagation",
+            "slave",
+            "sh",
+            "-c",
+            _NODE_SETUP,
+            "sh",
+            spec.name,
+            str(scratch),
+            str(spec.models_dir),
+            str(spec.home_dir),
+        ]
+    )
 
 
 def release_handles(handles: Sequence[str]) -> None:

@@ -18,8 +18,15 @@ from infergate_lab.shell import run
 CONTAINER_ROOT = PurePosixPath("/mnt/host")
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # Where to look, not what to install: the rest of a user's pip settings stays home.
-KEYS = ("index-url", "extra-index-url", "find-links", "constraint", "cert", "trusted-host",
-        "default-timeout")  # fmt: skip
+KEYS = (
+    "index-url",
+    "extra-index-url",
+    "find-links",
+    "constraint",
+    "cert",
+    "trusted-host",
+    "default-timeout",
+)
 PATH_KEYS = ("index-url", "extra-index-url", "find-links", "constraint", "cert")
 
 

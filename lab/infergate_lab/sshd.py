@@ -91,8 +91,22 @@ def port_open(spec: NodeSpec, timeout: float = 0.5) -> bool:
 def ssh_argv(spec: NodeSpec, command: Sequence[str], connect_timeout_s: int = 5) -> list[str]:
     """`ssh` to the node as the suite does: lab key, host key checked against known_hosts."""
     return [
-        "ssh", "-i", str(L.CLIENT_KEY), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-        "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={L.KNOWN_HOSTS}",
-        "-o", f"ConnectTimeout={connect_timeout_s}", "-o", "LogLevel=ERROR",
-        f"root@{spec.mgmt_ip}", "--", *command,
-    ]  # fmt: skip
+        "ssh",
+        "-i",
+        str(L.CLIENT_KEY),
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        f"UserKnownHostsFile={L.KNOWN_HOSTS}",
+        "-o",
+        f"ConnectTimeout={connect_timeout_s}",
+        "-o",
+        "LogLevel=ERROR",
+        f"root@{spec.mgmt_ip}",
+        "--",
+        *command,
+    ]

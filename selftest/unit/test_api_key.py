@@ -181,8 +181,9 @@ def test_every_client_sends_the_key(server: str) -> None:
 
 def local_io(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
     """This machine's shell as a node's: the gate's I/O without SSH."""
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=timeout_s,
-                          input=input)  # fmt: skip
+    done = subprocess.run(
+        ["sh", "-c", command], capture_output=True, text=True, timeout=timeout_s, input=input
+    )
     return Heard(done.returncode, done.stdout, done.stderr)
 
 
@@ -260,9 +261,18 @@ def test_endpoint_that_refuses_the_suite_fails_every_inference_test_at_once(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "wrong-key-123")
     monkeypatch.delenv("INFERGATE_API_KEY", raising=False)
-    run = run_suite(pytester, "-m", "inference", "--endpoint", f"{server}/v1",
-                    "--report-dir", str(pytester.path / "report"), "-k", "conformance",
-                    inventory=closed_plan(pytester.path))  # fmt: skip
+    run = run_suite(
+        pytester,
+        "-m",
+        "inference",
+        "--endpoint",
+        f"{server}/v1",
+        "--report-dir",
+        str(pytester.path / "report"),
+        "-k",
+        "conformance",
+        inventory=closed_plan(pytester.path),
+    )
     assert MODELS in run.red(), run.output
     message = run.message(MODELS)
     assert "node1 (127.0.0.1)" in message  # the head

@@ -16,8 +16,13 @@ def test_the_experiment_is_the_probes_own_facts_with_a_timed_driver_instead_of_m
     bench = importlib.import_module("bench_inimage_fork")
     script = bench.experiment()
     compile(script, "experiment", "exec")
-    for fact in ("def versions(", "def model_config(", "def registry(", "def flags(",
-                 "def chat_template("):  # fmt: skip
+    for fact in (
+        "def versions(",
+        "def model_config(",
+        "def registry(",
+        "def flags(",
+        "def chat_template(",
+    ):
         assert fact in script
     assert "\n    main()" not in script
     assert script.rstrip().endswith(

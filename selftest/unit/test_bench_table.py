@@ -31,8 +31,9 @@ def hashing(monkeypatch: pytest.MonkeyPatch) -> object:
     cores' 4 GB/s is the limit) and the hash in 2 s."""
     monkeypatch.syspath_prepend(str(SCRIPTS))
     hashing = importlib.import_module("bench_model_hash").Hashing
-    return hashing("node1", [2 * 10**9] * 2, 2, 2 * GB, [2.0, 3.0, 2.5], [2.8, 2.6, 2.7], 0.5,
-                   2.0, 0.2, 0)  # fmt: skip
+    return hashing(
+        "node1", [2 * 10**9] * 2, 2, 2 * GB, [2.0, 3.0, 2.5], [2.8, 2.6, 2.7], 0.5, 2.0, 0.2, 0
+    )
 
 
 def test_a_goal_holds_at_its_bound_and_a_reported_row_has_no_verdict(bench):
@@ -63,17 +64,33 @@ def test_every_row_of_the_issue_is_measured_and_judged_in_its_order(bench, hashi
         ("host-level preflight, 2 nodes, one process", "1.30 s", "<= 5 s", "PASS"),
         ("16 nodes / 2 nodes, one process", "3.00 / 1.30 s = 2.31x", "<= 1.5x", "MISS"),
         (bench.CONTROLLER, "1.16 / 0.86 s = 1.35x", "<= 1.5x", "PASS"),
-        ("`-n auto` / one process, 2 nodes", "2.10 / 1.30 s = 1.62x",
-         "<= 1.0x + one process's spread (1.23x)", "MISS"),
-        ("`-n auto` / one process, 16 nodes", "2.90 / 3.00 s = 0.97x",
-         "<= 1.0x + one process's spread (1.07x)", "PASS"),
+        (
+            "`-n auto` / one process, 2 nodes",
+            "2.10 / 1.30 s = 1.62x",
+            "<= 1.0x + one process's spread (1.23x)",
+            "MISS",
+        ),
+        (
+            "`-n auto` / one process, 16 nodes",
+            "2.90 / 3.00 s = 0.97x",
+            "<= 1.0x + one process's spread (1.07x)",
+            "PASS",
+        ),
         (bench.FORCED, "4.50 / 3.00 s = 1.50x", "reported", "-"),
-        ("full SHA-256 / the limit, cold",
-         "1.48 / 1.60 GB/s = 0.93x (limit: read 1.60, cores 4.00)", ">= 0.9x", "PASS"),
-        ("the same, warm page cache", "2.00 / 4.00 GB/s = 0.50x (limit: read 8.00, cores 4.00)",
-         "reported", "-"),
+        (
+            "full SHA-256 / the limit, cold",
+            "1.48 / 1.60 GB/s = 0.93x (limit: read 1.60, cores 4.00)",
+            ">= 0.9x",
+            "PASS",
+        ),
+        (
+            "the same, warm page cache",
+            "2.00 / 4.00 GB/s = 0.50x (limit: read 8.00, cores 4.00)",
+            "reported",
+            "-",
+        ),
         (bench.FRESH, "6.00 / 4.20 s = 1.43x", "<= 1.5x", "PASS"),
-    ]  # fmt: skip
+    ]
 
 
 def test_the_table_is_markdown_with_the_verdict_last(bench, hashing):

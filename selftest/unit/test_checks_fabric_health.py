@@ -130,8 +130,12 @@ def test_rdma_ports_section_reads_counters_and_pcie_link(tmp_path):
     """The probe's loop over a tree laid out as sysfs: counters, and the PCIe link files."""
     pci = tmp_path / "devices" / "0000:01:00.1"
     pci.mkdir(parents=True)
-    for name, value in [("current_link_speed", "32.0 GT/s PCIe"), ("current_link_width", "2"),
-                        ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "4")]:  # fmt: skip
+    for name, value in [
+        ("current_link_speed", "32.0 GT/s PCIe"),
+        ("current_link_width", "2"),
+        ("max_link_speed", "32.0 GT/s PCIe"),
+        ("max_link_width", "4"),
+    ]:
         (pci / name).write_text(value + "\n")
     dev = tmp_path / "infiniband" / "rocep1s0f1"
     (dev / "ports" / "1" / "counters").mkdir(parents=True)
@@ -172,14 +176,20 @@ def test_ib_write_bw_client_is_the_playbooks_form_for_whole_seconds():
 def test_tcp_rail_measured_for_real_on_loopback():
     """The receiver and sender as the fixture runs them, here over loopback: a figure comes
     back, and a threshold above it is a problem of the sender naming both ends."""
-    started = subprocess.run(receive_command("127.0.0.1"), shell=True, capture_output=True,
-                             text=True, timeout=30)  # fmt: skip
+    started = subprocess.run(
+        receive_command("127.0.0.1"), shell=True, capture_output=True, text=True, timeout=30
+    )
     receiver = parse_receiver(started.stdout)
     assert receiver.port is not None, started
     assert receiver.pid is not None
     try:
-        sent = subprocess.run(send_command("127.0.0.1", receiver.port), shell=True,
-                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        sent = subprocess.run(
+            send_command("127.0.0.1", receiver.port),
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     finally:
         subprocess.run(stop_listener_command(receiver.pid, MARKER), shell=True, timeout=30)
     gbps, said = parse_tcp_answer(sent.stdout)
@@ -194,9 +204,11 @@ def test_tcp_rail_measured_for_real_on_loopback():
 
 @pytest.mark.parametrize(
     ("output", "said"),
-    [("error ConnectionRefusedError [Errno 111] Connection refused", "error Connection"),
-     ("", "the sender printed nothing")],
-)  # fmt: skip
+    [
+        ("error ConnectionRefusedError [Errno 111] Connection refused", "error Connection"),
+        ("", "the sender printed nothing"),
+    ],
+)
 def test_tcp_rail_without_figure_is_the_receivers_and_says_why(output, said):
     """No figure is no slow link: the stream never ran, so the receiver's ports are named."""
     gbps, text = parse_tcp_answer(output)

@@ -185,9 +185,12 @@ def test_the_section_sends_each_kinds_last_lines_in_log_order(tmp_path):
         "pcieport 0000:00:01.0: AER: Corrected error received",
         "mlx5_core 0000:01:00.0: cmd_work_handler:877: cmd[0]: ACCESS_REG timeout",
         "NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus.",
-        "enp1s0f1np1: Link is Up - 200Gbps", "fab0: LINK DOWN", "usb 1-1: new device",
-        "PCIe Bus Error: severity=Corrected, type=Physical Layer", "eth0: link is flapping",
-    ]  # fmt: skip
+        "enp1s0f1np1: Link is Up - 200Gbps",
+        "fab0: LINK DOWN",
+        "usb 1-1: new device",
+        "PCIe Bus Error: severity=Corrected, type=Physical Layer",
+        "eth0: link is flapping",
+    ]
     lines = [f"[{i:7d}.5] {kinds[i % len(kinds)]} #{i}" for i in range(3 * KEEP_LINES)]
     random.Random(7).shuffle(lines)
     (tmp_path / "log").write_text("\n".join(lines) + "\n")

@@ -100,8 +100,11 @@ def test_no_docker_there_keeps_the_probe_from_starting_in_the_docker_checks_own_
     (problem,) = blocked["h200"]
     assert problem.found == "no docker CLI (sh: 1: docker: not found)"
     # the recorded run skipped each in-image test with exactly that finding and remedy
-    skips = [line for line in (PREFLIGHT / "gpu-green.txt").read_text().splitlines()
-             if line.startswith("SKIPPED")]  # fmt: skip
+    skips = [
+        line
+        for line in (PREFLIGHT / "gpu-green.txt").read_text().splitlines()
+        if line.startswith("SKIPPED")
+    ]
     assert len(skips) == 3
     assert all(problem.found in line and problem.remedy in line for line in skips)
 

@@ -155,8 +155,9 @@ def test_probe_command_sets_the_rendezvous_in_its_own_env_and_says_which_facts_t
 def lookup(spec: ContainerSpec, image_id: str, home: Path, reuse: bool = True):
     args = [VLLM.probe.argument(), str(home / "m"), "0", "2", "60", "--max-model-len", "1024"]
     command = cache_lookup_command(spec, image_id, args, reuse)
-    done = subprocess.run(["sh", "-c", command], env={"HOME": str(home)}, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["sh", "-c", command], env={"HOME": str(home)}, capture_output=True, text=True, check=True
+    )
     return parse_cache_lookup(done.stdout)
 
 

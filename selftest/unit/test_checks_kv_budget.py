@@ -54,9 +54,8 @@ def test_bytes_per_token_follow_the_ranks_share():
 
 @pytest.mark.parametrize(
     ("value", "tokens"),
-    [("1024", 1024), ("32k", 32000), ("32K", 32768), ("1M", 2**20), ("-1", None),
-     ("auto", None)],
-)  # fmt: skip
+    [("1024", 1024), ("32k", 32000), ("32K", 32768), ("1M", 2**20), ("-1", None), ("auto", None)],
+)
 def test_context_lengths_read_as_vllm_reads_them(value, tokens):
     assert parse_token_count(value) == tokens
 
@@ -80,7 +79,9 @@ def test_the_labs_healthy_plan_fits_and_a_huge_context_does_not():
 def test_without_the_flag_the_models_own_length_is_planned():
     shape = parse_model_config(SMOLLM2)
     assert planned_context(VLLM, (), shape) == (
-        8192, "the model's max_position_embeddings (no --max-model-len)")  # fmt: skip
+        8192,
+        "the model's max_position_embeddings (no --max-model-len)",
+    )
     assert planned_context(SGLANG, ("--context-length", "-1"), shape) is None
 
 
@@ -105,8 +106,9 @@ def test_an_h200_rank_gives_its_memory_times_utilization_less_its_weights():
     assert budget.bytes == pytest.approx(143771 * 2**20 * 0.5 - 60 * GIB)
     assert "140.4 GiB x 0.5 utilization - 60.0 GiB of weights per rank" in budget.source
     shape = kv_shape_of(sections)
-    (problem,) = check_context_fits(shape, (10**7, "--max-model-len 10000000"), budget, (2, 1),
-                                    None)  # fmt: skip
+    (problem,) = check_context_fits(
+        shape, (10**7, "--max-model-len 10000000"), budget, (2, 1), None
+    )
     assert "TP 2, PP 1" in problem.found
 
 

@@ -38,9 +38,15 @@ READ += "print(json.dumps(ns['container']()))"
 
 
 def container_fact(*wrapper: str, env: dict[str, str] | None = None) -> dict:
-    done = subprocess.run([*wrapper, "/usr/bin/python3", "-c", READ], input=SCRIPT, text=True,
-                          capture_output=True, check=True, env=env or dict(os.environ),
-                          timeout=30)  # fmt: skip
+    done = subprocess.run(
+        [*wrapper, "/usr/bin/python3", "-c", READ],
+        input=SCRIPT,
+        text=True,
+        capture_output=True,
+        check=True,
+        env=env or dict(os.environ),
+        timeout=30,
+    )
     return json.loads(done.stdout)
 
 
@@ -77,8 +83,7 @@ def test_an_open_loop_plan_needs_files_for_the_clients_whole_pool():
     """A plan with only request_rates holds up to POOL_SIZE requests in flight (arrivals pile
     up while the engine falls behind): 4 x 256 files, more than a limit of 1000 gives, where
     the closed loop at the same floor passes."""
-    rates_only = parse_inventory({**PLAN, "inference": {"concurrency": [],
-                                                        "request_rates": [0.5]}})  # fmt: skip
+    rates_only = parse_inventory({**PLAN, "inference": {"concurrency": [], "request_rates": [0.5]}})
     assert rates_only.inference.concurrency == ()
     assert most_in_flight(rates_only.inference) == POOL_SIZE == 256
     assert most_in_flight(Inference(concurrency=(1, 4))) == 4
@@ -117,7 +122,11 @@ def test_caches_a_user_cannot_write_are_named_with_the_user():
     assert fact["user"] == {"uid": 65534, "gid": 65534, "home": "/nonexistent"}
     problems = check_caches_writable(fact)
     assert [p.found.split()[0] for p in problems] == [
-        "HF_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "~/.cache"]  # fmt: skip
+        "HF_HOME",
+        "VLLM_CACHE_ROOT",
+        "TRITON_CACHE_DIR",
+        "~/.cache",
+    ]
     assert problems[1].found == (
         "VLLM_CACHE_ROOT /nonexistent/.cache/vllm not writable by uid 65534 (HOME "
         "/nonexistent) (its nearest existing parent /)"

@@ -84,8 +84,10 @@ def test_manifest_decides_who_is_wrong():
 
 
 def test_manifest_from_the_hugging_face_tree_listing():
-    listing = [{"type": "file", "path": "model.safetensors", "lfs": {"oid": "ab" * 32, "size": 1}},
-               {"type": "file", "path": "config.json", "oid": "deadbeef"}]  # fmt: skip
+    listing = [
+        {"type": "file", "path": "model.safetensors", "lfs": {"oid": "ab" * 32, "size": 1}},
+        {"type": "file", "path": "config.json", "oid": "deadbeef"},
+    ]
     assert parse_manifest(json.dumps(listing)) == {"model.safetensors": "ab" * 32}
 
 

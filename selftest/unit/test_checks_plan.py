@@ -103,9 +103,16 @@ def test_image_copy_quotes_every_plan_value():
     (problem,) = check_image_parity("img:1", ids, (SPARKS.nodes[0], odd), None)["spark2"]
     _, load = problem.remedy.split(" | ")
     assert shlex.split(load) == [
-        "ssh", "-p", "22", "-i", "/keys/my key", "-J", "aurora@10.1.230.180:22",
-        "aurora@192.168.200.13", "docker load",
-    ]  # fmt: skip
+        "ssh",
+        "-p",
+        "22",
+        "-i",
+        "/keys/my key",
+        "-J",
+        "aurora@10.1.230.180:22",
+        "aurora@192.168.200.13",
+        "docker load",
+    ]
 
 
 def test_a_launch_without_the_image_says_how_to_load_it_through_the_jump_host():

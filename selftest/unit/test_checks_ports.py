@@ -79,9 +79,12 @@ def test_ray_binds_its_defaults_and_gcs():
     seen = ports_of(plan("two-sparks-vllm-ray"))
     assert seen["spark2"] == {52365: "Ray dashboard agent"}
     assert seen["spark1"] == {
-        52365: "Ray dashboard agent", 10001: "Ray client server", 8265: "Ray dashboard",
-        8000: "API server", 6379: "Ray GCS",
-    }  # fmt: skip
+        52365: "Ray dashboard agent",
+        10001: "Ray client server",
+        8265: "Ray dashboard",
+        8000: "API server",
+        6379: "Ray GCS",
+    }
 
 
 # --- the ephemeral range ------------------------------------------------------------------
@@ -138,10 +141,13 @@ def test_lab_ports_lie_below_the_range():
 def test_sample_takes_each_ranges_ends_and_middle_around_what_is_held():
     sample = sample_ports(lab_range(), RAY.listen_spans, avoid={32768, 60999, 10002})
     assert sample == {
-        32769: "ephemeral range 32768-60999", 46883: "ephemeral range 32768-60999",
-        60998: "ephemeral range 32768-60999", 10003: "Ray worker ports 10002-19999",
-        15000: "Ray worker ports 10002-19999", 19999: "Ray worker ports 10002-19999",
-    }  # fmt: skip
+        32769: "ephemeral range 32768-60999",
+        46883: "ephemeral range 32768-60999",
+        60998: "ephemeral range 32768-60999",
+        10003: "Ray worker ports 10002-19999",
+        15000: "Ray worker ports 10002-19999",
+        19999: "Ray worker ports 10002-19999",
+    }
     assert set(sample_ports(lab_range(), VLLM.listen_spans, avoid=set())) == {32768, 46883, 60999}
 
 

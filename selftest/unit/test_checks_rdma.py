@@ -252,8 +252,12 @@ def test_probe_section_reads_a_sysfs_shaped_tree(tmp_path):
         (port / sub).mkdir(parents=True)
     (dev / "device").symlink_to(pci)
     (dev / "sys_image_guid").write_text("fc4c:ea03:00f9:4230\n")
-    for name, value in [("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"),
-                        ("rate", "200 Gb/sec (2X NDR)"), ("link_layer", "Ethernet")]:  # fmt: skip
+    for name, value in [
+        ("state", "4: ACTIVE"),
+        ("phys_state", "5: LinkUp"),
+        ("rate", "200 Gb/sec (2X NDR)"),
+        ("link_layer", "Ethernet"),
+    ]:
         (port / name).write_text(value + "\n")
     for index in range(8):
         (port / "gids" / str(index)).write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")

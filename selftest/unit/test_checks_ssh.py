@@ -132,25 +132,31 @@ def test_unknown_text_quotes_ssh_and_asks_for_verbose():
     )
 
 
-@pytest.mark.skipif(shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists(),
-                    reason="no sshd on this machine to be the changed node")  # fmt: skip
+@pytest.mark.skipif(
+    shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists(),
+    reason="no sshd on this machine to be the changed node",
+)
 def test_remote_names_a_changed_host_key_live(tmp_path):
     """The suite's own Remote over testinfra, against a real sshd whose key is not the one
     recorded in known_hosts."""
     for name in ("host", "old", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True
+        )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     old = (tmp_path / "old.pub").read_text().split()[:2]
     (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {' '.join(old)}\n")
     config = tmp_path / "sshd_config"
-    config.write_text(f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp_path / 'host'}\n"
-                      f"PidFile {tmp_path / 'pid'}\nUsePAM no\n")  # fmt: skip
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp_path / 'host'}\n"
+        f"PidFile {tmp_path / 'pid'}\nUsePAM no\n"
+    )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
-    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    sshd = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL
+    )
     try:
         _wait_listening(port, sshd)
         message = _unreachable_message(tmp_path, port)
@@ -171,8 +177,12 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 
 def _unreachable_message(tmp_path: Path, port: int) -> str:
-    ssh = Ssh(user="root", port=port, key=str(tmp_path / "client"),
-              known_hosts=str(tmp_path / "known_hosts"))  # fmt: skip
+    ssh = Ssh(
+        user="root",
+        port=port,
+        key=str(tmp_path / "client"),
+        known_hosts=str(tmp_path / "known_hosts"),
+    )
     target = dataclasses.replace(LAB.nodes[0], address="127.0.0.1", ssh=ssh)
     plan = dataclasses.replace(LAB, nodes=(target,))
     with tempfile.TemporaryDirectory(prefix="ig-") as masters:  # a socket path is < 108 bytes

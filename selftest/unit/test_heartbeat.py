@@ -63,8 +63,13 @@ def test_the_last_said_is_the_bars_latest_step_without_ansi_codes(tmp_path: Path
 def test_the_heartbeat_is_due_after_a_period_with_nothing_said() -> None:
     beat = Heartbeat(every_s=30.0, next_at=30.0)
     assert [beat.due(t) for t in (0.0, 29.9, 30.0, 45.0, 60.5, 61.0)] == [
-        False, False, True, False, True, False,
-    ]  # fmt: skip
+        False,
+        False,
+        True,
+        False,
+        True,
+        False,
+    ]
     beat.said(70.0)  # a milestone: the next line 30 s after it
     assert [beat.due(t) for t in (90.6, 99.9, 100.0)] == [False, False, True]
 

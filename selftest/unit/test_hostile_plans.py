@@ -119,8 +119,12 @@ def test_pytest_stops_with_one_line_and_no_traceback(plan: str, then: str) -> No
     done = subprocess.run(
         # one word: pytest reads a separate path outside the project as its rootdir
         [sys.executable, "-m", "pytest", f"--inventory={plan}", "-p", "no:cacheprovider"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     seconds = time.perf_counter() - started
     assert done.returncode == 4, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr

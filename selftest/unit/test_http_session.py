@@ -58,8 +58,9 @@ class Handler(JsonHandler):
         chunked = not self.path.startswith("/plain")
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding" if chunked else "Connection",
-                         "chunked" if chunked else "close")  # fmt: skip
+        self.send_header(
+            "Transfer-Encoding" if chunked else "Connection", "chunked" if chunked else "close"
+        )
         self.end_headers()
         self.send(b"\n\n".join(EVENTS[:2]) + b"\n\n", chunked)  # the role, the first token
         time.sleep(PAUSE_S)
@@ -130,8 +131,10 @@ def test_failures_name_the_socket_error_and_never_the_key() -> None:
     answer = http_get(f"{refused}/v1/models", 5, ApiKey(KEY, "--api-key"))
     assert answer == HttpAnswer(0, "[Errno 111] Connection refused")
     status, reply = client.get_json(f"{refused}/v1", "/models", 5, KEY)
-    assert (status, reply) == (0, f"no answer from {refused}/v1: ConnectionRefusedError: "
-                                  "[Errno 111] Connection refused")  # fmt: skip
+    assert (status, reply) == (
+        0,
+        f"no answer from {refused}/v1: ConnectionRefusedError: [Errno 111] Connection refused",
+    )
     assert KEY not in client.stream_completion(f"{refused}/v1", "/x", BODY, 5, KEY).error
 
 
@@ -143,10 +146,29 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[Recording, str]]:
     if shutil.which("openssl") is None:
         pytest.skip("no openssl on this machine to make a certificate with")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     httpd = Recording(("127.0.0.1", 0), Handler)
     httpd.seen = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

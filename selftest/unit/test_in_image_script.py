@@ -52,11 +52,22 @@ def probe(tmp_path: Path, argument: str) -> dict[str, dict]:
     for name, text in STAND_INS.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "HOME": str(tmp_path),
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}  # fmt: skip
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(tmp_path),
+        "HOME": str(tmp_path),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "1",
+    }
     argv = [argument, str(tmp_path / "model"), "0", "1", "5", "fresh", *PLANNED]
-    done = subprocess.run([sys.executable, "-c", SCRIPT, *argv], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     return {name: body(s) for name, s in parse_sections(done.stdout).items()}
 
 
@@ -81,6 +92,8 @@ def test_the_probe_reads_the_engine_its_adapter_names(
 def test_the_adapters_argument_is_one_json_object() -> None:
     argument = engine_for("sglang").probe.argument()
     assert json.loads(argument) == {
-        "imports": ["sglang"], "registry": "sglang.srt.models.registry",
-        "parser": "sglang_parser", "model_flag": "--model-path",
-    }  # fmt: skip
+        "imports": ["sglang"],
+        "registry": "sglang.srt.models.registry",
+        "parser": "sglang_parser",
+        "model_flag": "--model-path",
+    }

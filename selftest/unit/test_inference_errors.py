@@ -48,9 +48,13 @@ def test_sglang_answers_an_unknown_model_and_that_is_named_as_its_design() -> No
 
 @pytest.mark.parametrize(
     ("status", "remedy"),
-    [(500, "a 5xx or no answer"), (0, "a 5xx or no answer"), (401, "the endpoint refuses the API"),
-     (404, "refused, but not as OpenAI clients read")],
-)  # fmt: skip
+    [
+        (500, "a 5xx or no answer"),
+        (0, "a 5xx or no answer"),
+        (401, "the endpoint refuses the API"),
+        (404, "refused, but not as OpenAI clients read"),
+    ],
+)
 def test_the_remedy_follows_the_status(status: int, remedy: str) -> None:
     body = {"detail": "Not Found"} if status == 404 else {"error": {"message": "x"}}
     (problem,) = judge.check_client_error(DEFECTS["negative-max-tokens"], status, body)
@@ -73,7 +77,9 @@ def test_tokens_that_decode_to_no_text_give_a_reason_to_skip_the_stop_string() -
     assert judge.stop_word(text_answer("", 24)) is None
 
 
-@pytest.mark.parametrize("answer", [text_answer("a sea of words", 24), text_answer("", 0),
-                                    text_answer("", 2), {"choices": []}])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer",
+    [text_answer("a sea of words", 24), text_answer("", 0), text_answer("", 2), {"choices": []}],
+)
 def test_an_answer_with_text_or_without_tokens_is_judged_not_skipped(answer: object) -> None:
     assert judge.silent_tokens(answer) is None

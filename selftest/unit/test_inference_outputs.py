@@ -105,15 +105,43 @@ def test_summary_with_goodput_survives_a_json_round_trip() -> None:
 # --metric-percentiles 90,95,99` writes them (no --metadata, ramp-up, probes, speculative
 # decoding or diffusion keys)
 VLLM_032_KEYS = [
-    "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
-    "request_rate", "burstiness", "max_concurrency",
-    "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-    "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
-    "input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
-    "generated_texts", "errors", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx",
-    *[f"{stat}_{name}_ms" for name in ("ttft", "tpot", "itl", "e2el")
-      for stat in ("mean", "median", "std", "p90", "p95", "p99")],
-]  # fmt: skip
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "generated_texts",
+    "errors",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+    *[
+        f"{stat}_{name}_ms"
+        for name in ("ttft", "tpot", "itl", "e2el")
+        for stat in ("mean", "median", "std", "p90", "p95", "p99")
+    ],
+]
 
 
 def test_vllm_result_has_vllm_0_32_keys_and_figures(tmp_path: Path) -> None:

@@ -181,8 +181,14 @@ def test_bodies_fix_the_answer_length():
 
 
 def test_every_request_of_a_sweep_has_its_own_prompt(tokenizer):
-    plan = Inference(concurrency=(1, 2), request_rates=(3.0,), requests_per_level=4,
-                     input_tokens=6, output_tokens=4, warmup_requests=2)  # fmt: skip
+    plan = Inference(
+        concurrency=(1, 2),
+        request_rates=(3.0,),
+        requests_per_level=4,
+        input_tokens=6,
+        output_tokens=4,
+        warmup_requests=2,
+    )
     batches = workload.plan_prompts(plan, root(tokenizer), "tiny")
     assert [len(b) for b in batches] == [2, 4, 4, 4]
     texts = [p.text for b in batches for p in b]
@@ -248,9 +254,16 @@ def test_a_malformed_planned_dataset_stops_the_run_before_it_starts(pytester, tm
     plan["inference"]["dataset"] = str(tmp_path / "prompts.jsonl")
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
     result = pytester.runpytest_subprocess(
-        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        f"--inventory={tmp_path / 'plan.yaml'}", "--collect-only", *PHASE_DIRS,
-    )  # fmt: skip
+        "-c",
+        str(ROOT / "pytest.ini"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        f"--inventory={tmp_path / 'plan.yaml'}",
+        "--collect-only",
+        *PHASE_DIRS,
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*inference.dataset: */prompts.jsonl, line 2: not JSON*"])
 
@@ -275,8 +288,9 @@ def test_poisson_gaps_have_the_planned_mean_and_an_exponential_spread():
 
 def test_a_duration_level_ends_and_counts_what_was_in_flight(server: SseServer):
     done: list[client.StreamRecord] = []
-    run = client.run_load(base(server), "/chat/completions", [BODY] * 2, 2, 5.0,
-                          duration_s=0.6, on_done=done.append)  # fmt: skip
+    run = client.run_load(
+        base(server), "/chat/completions", [BODY] * 2, 2, 5.0, duration_s=0.6, on_done=done.append
+    )
     assert len(run.records) >= 4  # each request takes 0.3 s: two waves at least
     assert run.repeated == len(run.records) - 2  # two bodies, sent again in turn
     assert all(r.ok for r in run.records)
@@ -287,8 +301,9 @@ def test_a_duration_level_ends_and_counts_what_was_in_flight(server: SseServer):
 
 def test_an_open_loop_level_sends_every_body_at_its_arrivals(server: SseServer):
     done: list[client.StreamRecord] = []
-    run = client.run_open_loop(base(server), "/chat/completions", [BODY] * 6, 40.0, 5.0,
-                               seed=1, on_done=done.append)  # fmt: skip
+    run = client.run_open_loop(
+        base(server), "/chat/completions", [BODY] * 6, 40.0, 5.0, seed=1, on_done=done.append
+    )
     assert (len(run.records), run.rate, run.concurrency, run.repeated) == (6, 40.0, 0, 0)
     assert all(r.ok for r in run.records)
     assert len(done) == 6
@@ -312,8 +327,9 @@ def test_an_arrival_past_the_pool_waits_and_its_queue_time_says_so():
     httpd = WideSseServer(("127.0.0.1", 0), Handler)
     httpd.requests = []
     with serving(httpd):
-        run = client.run_open_loop(base(httpd), "/chat/completions", [BODY] * count, 10_000.0,
-                                   30.0, seed=2)  # fmt: skip
+        run = client.run_open_loop(
+            base(httpd), "/chat/completions", [BODY] * count, 10_000.0, 30.0, seed=2
+        )
     assert [r.error for r in run.records if not r.ok] == []
     waits = vllm_json.queue_times(run.records)
     assert all(r.arrival_s is not None and r.start_s >= r.arrival_s for r in run.records)

@@ -93,8 +93,9 @@ def test_a_probe_container_that_died_says_its_exit_code_and_stderr():
 def test_a_one_node_plan_skips_the_dials_alone(pytester: pytest.Pytester) -> None:
     """The dials between nodes skip on a one-node plan; that skip is theirs, not the in-image
     tests' (which once all read "the plan has one node")."""
-    run = run_suite(pytester, "-m", "preflight", "-k", "after_rendezvous or open_files",
-                    inventory=DEVICE_PLAN)  # fmt: skip
+    run = run_suite(
+        pytester, "-m", "preflight", "-k", "after_rendezvous or open_files", inventory=DEVICE_PLAN
+    )
     dials = run.outcomes["test_ports.py::test_ports_after_rendezvous_reachable_between_nodes"]
     in_image = run.outcomes["test_launch_container.py::test_launch_container_open_files[h200]"]
     assert dials.status == in_image.status == "skipped", run.output

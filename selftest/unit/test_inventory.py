@@ -148,8 +148,14 @@ def test_two_sparks_reach_spark2_through_spark1_as_the_seeds_did() -> None:
     assert inv.nodes[0].ssh.jump is None
     assert inv.nodes[1].ssh.hops == ("aurora@10.1.230.180:22",)
     assert inv.nodes[1].ssh_argv("docker", "load") == [
-        "ssh", "-p", "22", "-J", "aurora@10.1.230.180:22", "aurora@192.168.200.13", "docker load",
-    ]  # fmt: skip
+        "ssh",
+        "-p",
+        "22",
+        "-J",
+        "aurora@10.1.230.180:22",
+        "aurora@192.168.200.13",
+        "docker load",
+    ]
 
 
 def test_ssh_argv_follows_every_hop_and_names_the_plans_key_and_known_hosts() -> None:
@@ -165,11 +171,18 @@ def test_ssh_argv_follows_every_hop_and_names_the_plans_key_and_known_hosts() ->
         )
     )
     assert inv.nodes[1].ssh_argv("docker", "save", "img:1") == [
-        "ssh", "-p", "22", "-i", "/keys/my key",
-        "-o", "UserKnownHostsFile=/var/lib/infergate-lab/ssh/known_hosts",
-        "-J", "ops@bastion.example:2222,aurora@10.251.0.11:2201",
-        "root@10.251.0.12", "docker save img:1",
-    ]  # fmt: skip
+        "ssh",
+        "-p",
+        "22",
+        "-i",
+        "/keys/my key",
+        "-o",
+        "UserKnownHostsFile=/var/lib/infergate-lab/ssh/known_hosts",
+        "-J",
+        "ops@bastion.example:2222,aurora@10.251.0.11:2201",
+        "root@10.251.0.12",
+        "docker save img:1",
+    ]
     assert inv.nodes[0].ssh.hops == ("ops@bastion.example:2222",)
 
 

@@ -72,8 +72,9 @@ def test_a_second_run_waits_for_the_first_and_names_it(tmp_path: Path) -> None:
         with running(second):
             waiting = read_until(second, "lab selftests: waiting")
             assert len(waiting) == 1
-            assert waiting[0].startswith(f"lab selftests: waiting for {lock}, held by pid "
-                                         f"{first.pid} (")  # fmt: skip
+            assert waiting[0].startswith(
+                f"lab selftests: waiting for {lock}, held by pid {first.pid} ("
+            )
             assert " since " in waiting[0]
             assert got == f"got {first.pid}"
             assert second.poll() is None  # still waiting: the first holds it until released

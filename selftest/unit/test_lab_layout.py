@@ -78,8 +78,15 @@ def test_an_sshd_only_node_is_healthy_without_dockerd_and_shows_no_engine():
     sshd_only = status(docker=False, dockerd=False)
     assert sshd_only.healthy
     assert table([sshd_only]).splitlines()[1].split() == [
-        "node1", "10.251.0.11", "ok", "11", "ok", "-", "-", "-",
-    ]  # fmt: skip
+        "node1",
+        "10.251.0.11",
+        "ok",
+        "11",
+        "ok",
+        "-",
+        "-",
+        "-",
+    ]
 
 
 def test_a_node_of_a_docker_lab_without_dockerd_is_not_healthy():

@@ -50,21 +50,26 @@ def layer(module: str) -> int:
     raise LookupError(f"{module} is in no layer: place it in LAYERS")
 
 
-def library_imports(path: Path) -> set[str]:
+def library_imports(path: Path, typing: bool = True) -> set[str]:
     """The library modules PATH imports, at the top or inside a function (a name imported
     from a package, `from infergate import http_session`, is that module)."""
     found = set()
-    for name in imported_names(path, names=True):
+    for name in imported_names(path, names=True, typing=typing):
         module = name if name in LIBRARY else name.rpartition(".")[0]
         if module in LIBRARY and module != "infergate":
             found.add(module)
     return found
 
 
-def imported_names(path: Path, names: bool = False) -> set[str]:
+def imported_names(path: Path, names: bool = False, typing: bool = True) -> set[str]:
     """The modules PATH imports; with NAMES, also each name imported from one, as a dotted
-    path (a name may be a module: `from infergate import http_session`)."""
+    path (a name may be a module: `from infergate import http_session`); without TYPING,
+    leaving out what it imports for type checking only."""
     tree = ast.parse(path.read_text())
+    if not typing:
+        checking = [n for n in ast.walk(tree) if isinstance(n, ast.If) and _type_checking(n)]
+        for block in checking:
+            block.body = []
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -73,6 +78,10 @@ def imported_names(path: Path, names: bool = False) -> set[str]:
             found.add(node.module)
             found |= {f"{node.module}.{alias.name}" for alias in node.names} if names else set()
     return found
+
+
+def _type_checking(block: ast.If) -> bool:
+    return "TYPE_CHECKING" in ast.unparse(block.test)
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -140,3 +149,12 @@ def test_root_conftest_only_names_pytester():
     assert isinstance(statement, ast.Assign)
     assert [t.id for t in statement.targets if isinstance(t, ast.Name)] == ["pytest_plugins"]
     assert ast.literal_eval(statement.value) == ["pytester"]
+
+
+def test_library_modules_import_one_another_without_a_cycle_at_run_time():
+    """A cycle is allowed only through imports made for type checking."""
+    graph = {
+        module: library_imports(path, typing=False) - {module} for module, path in LIBRARY.items()
+    }
+    assert graph["infergate.plan.model"]  # the walk sees imports between modules at all
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError, naming the cycle

@@ -19,8 +19,9 @@ from infergate.plan.model import Ssh
 from infergate.remote.ssh import Remote
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCAL = dataclasses.replace(load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0],
-                            ssh=Ssh(connection="local"))  # fmt: skip
+LOCAL = dataclasses.replace(
+    load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0], ssh=Ssh(connection="local")
+)
 # around the script's reads: none, a part of one, one exactly, one and a byte, several and a
 # part; more files than workers, so a worker's buffer serves several files
 SIZES = {

@@ -24,8 +24,9 @@ from infergate.plan.model import Ssh
 from infergate.remote.ssh import Remote
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCAL = dataclasses.replace(load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0],
-                            ssh=Ssh(connection="local"))  # fmt: skip
+LOCAL = dataclasses.replace(
+    load_inventory(ROOT / "inventories" / "lab.yaml").nodes[0], ssh=Ssh(connection="local")
+)
 MIB = 1 << 20
 
 
@@ -61,7 +62,7 @@ def test_progress_comes_while_the_hash_still_reads(model: Path) -> None:
             parse_model_hashes(Remote(LOCAL, None, 60).read(command, "hash", on_err=on_err).stdout)
         )
     )
-    reader.start()  # fmt: skip
+    reader.start()
     assert first_done.wait(60), f"no progress line showed the first shard hashed: {seen}"
     tail = os.urandom(3 * MIB)
     with shard.open("wb") as pipe:

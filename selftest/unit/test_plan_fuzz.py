@@ -38,12 +38,51 @@ def _exercise(inv: Inventory) -> None:
 # --- the loaded data -----------------------------------------------------------------------
 
 JUNK: list[object] = [
-    None, True, False, 0, -1, 1, 2, 22, 70000, 10**400, 1.5, float("nan"), float("inf"),
-    "", " ", "abc", "{", "}", "{fabric_ip}", "{nope}", "{{x}}", "10.252.0.11", "10.252.0.13/24",
-    "10.252.0.0/24", "fd00::1", "/abs/path", "head", "worker", "vllm", "sglang", "-x",
-    "sha256:" + "0" * 64, [], ["x"], ["head", "worker"], [1, None], {}, {"x": 1}, {1: 2},
-    {"A": "{fabric_ip}"}, {"address": "10.252.0.13/24"}, "a\nb", "--privileged", "\x1b[2J",
-]  # fmt: skip
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    2,
+    22,
+    70000,
+    10**400,
+    1.5,
+    float("nan"),
+    float("inf"),
+    "",
+    " ",
+    "abc",
+    "{",
+    "}",
+    "{fabric_ip}",
+    "{nope}",
+    "{{x}}",
+    "10.252.0.11",
+    "10.252.0.13/24",
+    "10.252.0.0/24",
+    "fd00::1",
+    "/abs/path",
+    "head",
+    "worker",
+    "vllm",
+    "sglang",
+    "-x",
+    "sha256:" + "0" * 64,
+    [],
+    ["x"],
+    ["head", "worker"],
+    [1, None],
+    {},
+    {"x": 1},
+    {1: 2},
+    {"A": "{fabric_ip}"},
+    {"address": "10.252.0.13/24"},
+    "a\nb",
+    "--privileged",
+    "\x1b[2J",
+]
 JUNK_KEYS: list[object] = ["junk", "name", "roles", "gpus", "hcas", "mtu", "id", "env", 7, None]
 
 
@@ -105,10 +144,34 @@ def test_mutated_inventories_only_ever_raise_inventory_error(base: str) -> None:
 # `key: value` or `- value` on one line: the value is what most mutations replace
 _VALUE = re.compile(r"^(\s*(?:- )?(?:[\w\"']+:\s+)?)(\S.*)$")
 NASTY_VALUES = [
-    "9" * 5000, str(2**64), "1e999", "-1e-9", "1.0e-9", ".nan", ".inf", "-.inf", "0x7fffffff",
-    "[]", "{}", "null", "~", "true", "[a, b]", "{x: 1}", "'0'", "*undefined", "&a x", "!!binary AA",
-    "!!python/name:os.system", "2026-02-30", '"a\\nb"', '"\\0"', '"\\e[2J"', '"\\u2028"', "|\n  x",
-]  # fmt: skip
+    "9" * 5000,
+    str(2**64),
+    "1e999",
+    "-1e-9",
+    "1.0e-9",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "0x7fffffff",
+    "[]",
+    "{}",
+    "null",
+    "~",
+    "true",
+    "[a, b]",
+    "{x: 1}",
+    "'0'",
+    "*undefined",
+    "&a x",
+    "!!binary AA",
+    "!!python/name:os.system",
+    "2026-02-30",
+    '"a\\nb"',
+    '"\\0"',
+    '"\\e[2J"',
+    '"\\u2028"',
+    "|\n  x",
+]
 ESCAPES = ["\\n", "\\r", "\\t", "\\e", "\\0", "\\L"]  # YAML's, in a double-quoted value
 CONTROL = ["\x00", "\x01", "\x1b", "\t", "\r", "\x7f", "\x85", "\u2028", "\ufeff"]
 BOMB = "".join(
@@ -174,9 +237,17 @@ def _bomb(lines: list[str], rng: random.Random) -> None:
 
 
 MUTATIONS: list[Mutation] = [
-    _replace_value, _replace_value, _dash_value, _escape_in_value, _control_char, _delete_line,
-    _repeat_line, _indent, _truncate, _bomb,
-]  # fmt: skip
+    _replace_value,
+    _replace_value,
+    _dash_value,
+    _escape_in_value,
+    _control_char,
+    _delete_line,
+    _repeat_line,
+    _indent,
+    _truncate,
+    _bomb,
+]
 
 
 def _mutant(text: str, rng: random.Random) -> bytes:

@@ -24,14 +24,24 @@ PLANS = sorted((ROOT / "inventories").glob("*.yaml"))
 HOSTILE = ROOT / "selftest" / "data" / "plans-hostile"
 # hostile plans refused for a value the schema can see (a bound, a pattern, a choice)
 OUT_OF_BOUNDS = (
-    "gpus-huge", "concurrency-huge", "hca-option", "fabric-interface-option",
-    "thr-connect-timeout-huge", "thr-ready-negative", "ssh-user-option",
-)  # fmt: skip
+    "gpus-huge",
+    "concurrency-huge",
+    "hca-option",
+    "fabric-interface-option",
+    "thr-connect-timeout-huge",
+    "thr-ready-negative",
+    "ssh-user-option",
+)
 SCHEMA = plan_schema()
 _TYPES: dict[str, Any] = {
-    "object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
-    "integer": int, "number": (int, float),
-}  # fmt: skip
+    "object": dict,
+    "array": list,
+    "string": str,
+    "boolean": bool,
+    "null": type(None),
+    "integer": int,
+    "number": (int, float),
+}
 
 
 def problems(schema: dict[str, Any], value: object, path: str = "") -> list[str]:

@@ -216,10 +216,20 @@ def ran_on(pytester: pytest.Pytester, plan: Path) -> str:
     return said(run)
 
 
-@pytest.mark.parametrize(("nodes", "cores", "workers"), [
-    (2, 2, 0), (16, 2, 0), (128, 2, 0), (141, 2, 2), (1024, 2, 2),
-    (16, 16, 0), (74, 16, 0), (75, 16, 16), (1024, 1, 0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("nodes", "cores", "workers"),
+    [
+        (2, 2, 0),
+        (16, 2, 0),
+        (128, 2, 0),
+        (141, 2, 2),
+        (1024, 2, 2),
+        (16, 16, 0),
+        (74, 16, 0),
+        (75, 16, 16),
+        (1024, 1, 0),
+    ],
+)
 def test_auto_starts_workers_only_where_they_pay_for_their_start_up(
     nodes: int, cores: int, workers: int
 ) -> None:

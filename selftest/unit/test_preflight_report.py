@@ -42,19 +42,36 @@ LEAK_CHECK = "test_leak_plan.py::test_a_problem_names_the_token"
 PLAN = {
     "name": "tiny",
     "nodes": [
-        {"name": "n1", "address": "localhost", "roles": ["head"],
-         "ssh": {"connection": "local"}, "fabric": {"address": "127.0.0.1/8"}},
-        {"name": "n2", "address": "127.0.0.1", "roles": ["worker"],
-         "ssh": {"connection": "local"}, "fabric": {"address": "127.0.0.2/8"}},
+        {
+            "name": "n1",
+            "address": "localhost",
+            "roles": ["head"],
+            "ssh": {"connection": "local"},
+            "fabric": {"address": "127.0.0.1/8"},
+        },
+        {
+            "name": "n2",
+            "address": "127.0.0.1",
+            "roles": ["worker"],
+            "ssh": {"connection": "local"},
+            "fabric": {"address": "127.0.0.2/8"},
+        },
     ],
     "fabric": {"interface": "lo", "subnet": "127.0.0.0/8"},
     "image": {"ref": "none-on-this-host"},
     "model": {"path": "/tmp/no-model", "served_name": "none"},
-    "engine": {"kind": "vllm", "tensor_parallel": 1, "pipeline_parallel": 2,
-               "dist_init_addr": "127.0.0.1", "dist_init_port": 29521, "api_port": 8021,
-               "flags": ["--api-key", KEY], "env": {"HF_TOKEN": TOKEN}},
+    "engine": {
+        "kind": "vllm",
+        "tensor_parallel": 1,
+        "pipeline_parallel": 2,
+        "dist_init_addr": "127.0.0.1",
+        "dist_init_port": 29521,
+        "api_port": 8021,
+        "flags": ["--api-key", KEY],
+        "env": {"HF_TOKEN": TOKEN},
+    },
     "thresholds": {"min_mem_available_gib": 60000},
-}  # fmt: skip
+}
 
 # A check that fails on a Problem naming the token, and records it in the parity table: as a
 # broken judge might
@@ -91,10 +108,21 @@ def run_preflight(pytester: pytest.Pytester, *args: str, plan_doc: dict[str, Any
     leaky = pytester.makepyfile(test_leak_plan=LEAKY)
     junit, out = pytester.path / "junit.xml", pytester.path / "reports"
     result = pytester.runpytest_subprocess(
-        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        f"--inventory={plan}", f"--junitxml={junit}", f"--report-dir={out}", "--api-key", SENT,
-        *args, str(ROOT / "tests_preflight" / "test_memory.py"), str(leaky),
-    )  # fmt: skip
+        "-c",
+        str(ROOT / "pytest.ini"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        f"--inventory={plan}",
+        f"--junitxml={junit}",
+        f"--report-dir={out}",
+        "--api-key",
+        SENT,
+        *args,
+        str(ROOT / "tests_preflight" / "test_memory.py"),
+        str(leaky),
+    )
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, output
     json_path, html_path = out / "preflight.json", out / "preflight.html"
@@ -183,11 +211,18 @@ def test_no_secret_reaches_the_report_or_junit(pytester: pytest.Pytester) -> Non
 
 def test_junit_properties_are_json_under_versioned_names(pytester: pytest.Pytester) -> None:
     run = run_preflight(pytester)
-    properties = [(p.get("name", ""), p.get("value", ""))
-                  for p in ET.parse(run.junit).getroot().iter("property")]  # fmt: skip
+    properties = [
+        (p.get("name", ""), p.get("value", ""))
+        for p in ET.parse(run.junit).getroot().iter("property")
+    ]
     names = {name for name, _ in properties}
-    assert {"infergate.check.v1", "infergate.problems.v1", "infergate.node_summary.v1",
-            "infergate.node_memory.v1", "infergate.parity.v1"} <= names  # fmt: skip
+    assert {
+        "infergate.check.v1",
+        "infergate.problems.v1",
+        "infergate.node_summary.v1",
+        "infergate.node_memory.v1",
+        "infergate.parity.v1",
+    } <= names
     rows = [json.loads(v) for n, v in properties if n == "infergate.node_summary.v1"]
     assert {row["node"] for row in rows} == {"n1", "n2"}
 
@@ -211,13 +246,15 @@ def test_the_page_renders_in_a_browser_with_red_cells(pytester: pytest.Pytester)
 
 def report() -> Preflight:
     problem = Problem("12.0 GiB usable", "at least 30.0 GiB", "stop what holds memory")
-    checks = (Cell(MEMORY_CHECK, "failed", (problem,), "n1 (10.0.0.1): 1 problem(s)"),
-              Cell(BALANCE_CHECK, "skipped", detail="one node", cluster=True))  # fmt: skip
-    memory = Memory(total=64 * 1024**3, available=13 * 1024**3, usable=12 * 1024**3,
-                    needed_gib=30.0)  # fmt: skip
+    checks = (
+        Cell(MEMORY_CHECK, "failed", (problem,), "n1 (10.0.0.1): 1 problem(s)"),
+        Cell(BALANCE_CHECK, "skipped", detail="one node", cluster=True),
+    )
+    memory = Memory(
+        total=64 * 1024**3, available=13 * 1024**3, usable=12 * 1024**3, needed_gib=30.0
+    )
     hashed = ModelHash(files=7, hashed=2, hashed_bytes=3 * 10**9, seconds=2.0, cache_hits=5)
-    node = NodeReport("n1", "10.0.0.1", {"node": "n1", "driver": "580.95"}, memory, checks,
-                      hashed)  # fmt: skip
+    node = NodeReport("n1", "10.0.0.1", {"node": "n1", "driver": "580.95"}, memory, checks, hashed)
     meta = Meta("lab", "2026-12-01T10:00:00+0000", "run1", ToolVersion("infergate", "0.1.0", None))
     return Preflight(meta, (node,), {"kernel": {"n1": "6.1.0"}})
 
@@ -239,8 +276,13 @@ def test_a_report_of_another_schema_is_refused_naming_both(tmp_path: Path) -> No
 def test_the_json_keeps_each_nodes_model_hash_under_its_key(tmp_path: Path) -> None:
     json_path, _ = write_preflight(tmp_path, report())
     (node,) = json.loads(json_path.read_text())["nodes"]
-    assert node["model_hash"] == {"files": 7, "hashed": 2, "hashed_bytes": 3 * 10**9,
-                                  "seconds": 2.0, "cache_hits": 5}  # fmt: skip
+    assert node["model_hash"] == {
+        "files": 7,
+        "hashed": 2,
+        "hashed_bytes": 3 * 10**9,
+        "seconds": 2.0,
+        "cache_hits": 5,
+    }
 
 
 def test_the_page_has_a_model_hash_row_a_node_only_where_one_was_hashed() -> None:

@@ -39,10 +39,25 @@ def run_inner(tmp_path: Path, *args: str) -> list[str]:
     on. The terminal's lines, in order."""
     go = tmp_path / "go"
     (tmp_path / "test_inner.py").write_text(INNER.format(go=str(go)))
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s",
-            "--report-dir", str(tmp_path / "report"), "--rootdir", str(tmp_path), "-c",
-            "/dev/null", "--inventory", str(closed_plan(tmp_path)), *args,
-            str(tmp_path / "test_inner.py")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-s",
+        "--report-dir",
+        str(tmp_path / "report"),
+        "--rootdir",
+        str(tmp_path),
+        "-c",
+        "/dev/null",
+        "--inventory",
+        str(closed_plan(tmp_path)),
+        *args,
+        str(tmp_path / "test_inner.py"),
+    ]
     seen = []
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=tmp_path) as proc:
         assert proc.stdout is not None
@@ -80,12 +95,33 @@ def test_the_model_hash_says_per_node_what_it_read_under_xdist(tmp_path: Path) -
     plan["model"]["path"] = str(model)
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
     (tmp_path / "test_hashing.py").write_text(HASHING)
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
-            "--report-dir", str(tmp_path / "report"), "--rootdir", str(tmp_path), "-c",
-            "/dev/null", "--inventory", str(tmp_path / "plan.yaml"),
-            str(tmp_path / "test_hashing.py")]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env={**os.environ, "HOME": str(tmp_path / "home")})  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-n",
+        "2",
+        "--report-dir",
+        str(tmp_path / "report"),
+        "--rootdir",
+        str(tmp_path),
+        "-c",
+        "/dev/null",
+        "--inventory",
+        str(tmp_path / "plan.yaml"),
+        str(tmp_path / "test_hashing.py"),
+    ]
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "HOME": str(tmp_path / "home")},
+    )
     lines = done.stdout.splitlines()
     said = [ln for ln in lines if ln.startswith("model hash: ")]
     assert said, done.stdout

@@ -12,8 +12,14 @@ from infergate.checks.model_hash import hash_command, parse_model_hashes
 
 def hashed(model: Path, home: Path) -> int:
     env = {**os.environ, "HOME": str(home)}
-    done = subprocess.run(["sh", "-c", hash_command(str(model), "cached")], env=env,
-                          capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["sh", "-c", hash_command(str(model), "cached")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     return parse_model_hashes(done.stdout).hashed
 
 

@@ -39,8 +39,12 @@ def engine_samples(labels: list[str]) -> tuple[EngineSample, ...]:
     scrapes = []
     for i, label in enumerate(labels):
         for t in range(7):
-            figures = {"kv_cache_usage": 0.1 * (i + 1), "running": 4.0 * i + 1,
-                       "waiting": float(i * t), "preemptions": float(3 * i)}  # fmt: skip
+            figures = {
+                "kv_cache_usage": 0.1 * (i + 1),
+                "running": 4.0 * i + 1,
+                "waiting": float(i * t),
+                "preemptions": float(3 * i),
+            }
             scrapes.append(EngineSample(7.0 * i + t, label, figures))
     return tuple(scrapes)
 
@@ -57,12 +61,14 @@ def test_every_picture_renders_in_a_browser(tmp_path: Path) -> None:
     text = page.read_text()
     seen = check_page(page, tmp_path / "pictures.png")
     alts = [alt for alt, _ in seen.images]
-    for shown in ("Median TPOT against output tokens/s, one point per level: c=1",
-                  "Cumulative distribution of TTFT per level: c=1 median",
-                  "Cumulative distribution of ITL per level: c=1 median",
-                  "Output tokens/s per second, the levels one after another: c=1",
-                  "The engine's /metrics over the load, 21 scrapes: KV cache used up to 30%, "
-                  "up to 9 running and 12 waiting requests, 6 preemptions"):  # fmt: skip
+    for shown in (
+        "Median TPOT against output tokens/s, one point per level: c=1",
+        "Cumulative distribution of TTFT per level: c=1 median",
+        "Cumulative distribution of ITL per level: c=1 median",
+        "Output tokens/s per second, the levels one after another: c=1",
+        "The engine's /metrics over the load, 21 scrapes: KV cache used up to 30%, "
+        "up to 9 running and 12 waiting requests, 6 preemptions",
+    ):
         assert any(alt.startswith(shown) for alt in alts), (shown, alts)
     assert len(seen.images) == 7
     assert seen.broken_images == []

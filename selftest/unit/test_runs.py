@@ -61,12 +61,14 @@ def recorded() -> tuple[list, dict[str, int]]:
 
 def test_another_runs_containers_are_named_with_the_command_that_removes_that_run():
     containers, memory = recorded()
-    problems = check_foreign_containers(containers, memory, (), "20261201-040000-0011223344556677",
-                                        "inventories/lab.yaml")  # fmt: skip
+    problems = check_foreign_containers(
+        containers, memory, (), "20261201-040000-0011223344556677", "inventories/lab.yaml"
+    )
     text = "\n".join(p.describe() for p in problems)
     assert len(problems) == 3, text
     assert f"infergate-node1-{OTHER} of infergate run {OTHER} (plan lab, Up About a minute" in (
-        text)  # fmt: skip
+        text
+    )
     assert f"run {OTHER} (the in-image probe, Up About a minute, holding 0.0 GiB)" in text
     cmd = f"infergate down --run {OTHER} --inventory inventories/lab.yaml"
     assert text.count(cmd) == 2
@@ -87,8 +89,10 @@ def test_the_run_listing_names_each_run_and_its_plan():
 def test_a_launch_whose_id_is_taken_names_the_containers():
     listing = parse_docker_ps_json((DATA / "run-listing.txt").read_text())
     (problem,) = check_run_not_taken(OTHER, [c.name for c in listing])
-    assert problem.found == (f"container(s) infergate-node1-{OTHER}, modest_elion already there "
-                             f"with this run's name or label (run {OTHER})")  # fmt: skip
+    assert problem.found == (
+        f"container(s) infergate-node1-{OTHER}, modest_elion already there "
+        f"with this run's name or label (run {OTHER})"
+    )
     assert f"`docker inspect infergate-node1-{OTHER}`" in problem.remedy
     assert check_run_not_taken(OTHER, []) == []
 
@@ -97,12 +101,22 @@ def test_a_launch_whose_id_is_taken_names_the_containers():
     ("removal", "listing", "left", "expected", "cause"),
     [
         ((124, ""), (0, ""), [], "exited 124 (its deadline passed)", "the removal ran past"),
-        ((255, "Connection reset"), (255, ""), [], "the listing after the removal exited 255",
-         "SSH to the node failed during the removal (Connection reset)"),
-        ((0, ""), (0, ""), ["infergate-node1-x"], "still there after the removal: "
-         "infergate-node1-x", "Docker left them"),
+        (
+            (255, "Connection reset"),
+            (255, ""),
+            [],
+            "the listing after the removal exited 255",
+            "SSH to the node failed during the removal (Connection reset)",
+        ),
+        (
+            (0, ""),
+            (0, ""),
+            ["infergate-node1-x"],
+            "still there after the removal: infergate-node1-x",
+            "Docker left them",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(
     removal, listing, left, expected, cause
 ):
@@ -118,22 +132,26 @@ def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(
 
 def local_io(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
     """Commands on this machine, as a node runs them (the kernel's OOM lines)."""
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
-                          timeout=timeout_s, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["sh", "-c", command], capture_output=True, text=True, timeout=timeout_s, check=False
+    )
     return Ran(done.returncode, done.stdout, done.stderr)
 
 
 def lab_plan() -> Inventory:
-    return parse_inventory(yaml.safe_load((Path(__file__).parents[2] / "inventories" /
-                                           "lab.yaml").read_text()))  # fmt: skip
+    return parse_inventory(
+        yaml.safe_load((Path(__file__).parents[2] / "inventories" / "lab.yaml").read_text())
+    )
 
 
 def started_handle(docker_host: str, timeout_s: int = 60, say: Say = lambda _: None) -> Deployment:
     """A handle on the lab plan whose every node's engine is DOCKER_HOST (the API version
     given: a client that asked would fail before the removal)."""
     plan = lab_plan()
-    engines = {n.name: DockerClient(base_url=docker_host, version="1.41", timeout=timeout_s)
-               for n in plan.nodes}  # fmt: skip
+    engines = {
+        n.name: DockerClient(base_url=docker_host, version="1.41", timeout=timeout_s)
+        for n in plan.nodes
+    }
     options = DeployOptions(inventory_path="plan.yaml", engines=engines)
     launch = plan_launch(plan, "r-0011223344556677")
     handle = Deployment(launch, {n.name: n for n in plan.nodes}, local_io, say, options)
@@ -152,8 +170,7 @@ def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
     )
     assert "fix: Docker is not answering on the node: start it" in message
     assert re.search(r"\w+ \(\d+\.\d+\.\d+\.\d+\): ", message), message
-    assert "infergate down --run r-0011223344556677 --inventory plan.yaml" in (
-        message)  # fmt: skip
+    assert "infergate down --run r-0011223344556677 --inventory plan.yaml" in (message)
     assert not any("stopped run" in s for s in said)
 
 
@@ -183,8 +200,9 @@ def holder(run_id: str) -> Holder:
 
 def take(tmp_path: Path, run_id: str, wait_s: float = 0) -> subprocess.Popen[str]:
     command = lock_command(holder(run_id), wait_s, str(tmp_path))
-    return subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        ["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_second_run_is_refused_naming_the_first_and_gets_it_once_released(tmp_path):
@@ -213,16 +231,23 @@ def test_second_run_is_refused_naming_the_first_and_gets_it_once_released(tmp_pa
 
 
 def _requester(script: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        ["sh", "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_a_failed_ssh_is_read_with_its_status_though_its_output_closed_first():
     """ssh closes its output a moment before it exits. Read then, the status was still None
     and a refused connection read as a head that never answered (a CI run on a slower
     machine). Here the gap is widened to 0.5 s."""
-    refused = _requester("exec >&-; echo 'ssh: connect to host 127.0.0.1 port 1: Connection "
-                         "refused' >&2; sleep 0.5; exit 255")  # fmt: skip
+    refused = _requester(
+        "exec >&-; echo 'ssh: connect to host 127.0.0.1 port 1: Connection "
+        "refused' >&2; sleep 0.5; exit 255"
+    )
     held, busy, (status, said) = read_answer(refused, 10)
     assert (held, busy, status) == (None, None, 255)
     assert "Connection refused" in said
@@ -305,10 +330,20 @@ def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist)
     controller alone: the session's teardown runs (the deployment's removal is there)."""
     (tmp_path / "test_holds.py").write_text(HOLDS_SOMETHING)
     plan = ROOT / "inventories" / "h200-device.yaml"  # any plan: nothing reaches its node
-    argv = [sys.executable, "-m", "pytest", f"--inventory={plan}", "-p", "no:cacheprovider",
-            "-q", *xdist, "test_holds.py"]  # fmt: skip
-    run = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        f"--inventory={plan}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *xdist,
+        "test_holds.py",
+    ]
+    run = subprocess.Popen(
+        argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     end = time.monotonic() + 60
     while not list(tmp_path.glob("started-*")) and time.monotonic() < end:
         time.sleep(0.1)
@@ -322,10 +357,14 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     """`deploy down` on the plan whose one node is this machine (connection: local), whose
     Docker has no daemon: the node, what Docker said, and the command to finish it."""
     plan = Path(__file__).parents[2] / "inventories" / "h200-device.yaml"
-    done = subprocess.run([sys.executable, "-m", "infergate.cli", "down", "--run", "r1",
-                           "--inventory", str(plan)], capture_output=True, text=True,
-                          env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"},
-                          timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "infergate.cli", "down", "--run", "r1", "--inventory", str(plan)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"},
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("h200 (localhost): 2 problem(s)")
     assert "exited 1: h200 (localhost): its Docker engine at unix:///nonexistent.sock does " in (
@@ -342,15 +381,28 @@ def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
     plan = Path(__file__).parents[2] / "inventories" / "h200-device.yaml"
     inventory = parse_inventory(yaml.safe_load(plan.read_text()))
     command = lock_command(holder("20261201-031500-aaaabbbbccccdddd"), 30, lock_dir(inventory))
-    other = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    other = subprocess.Popen(
+        ["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert other.stdout.readline().strip() == "HELD"
         run = pytester.runpytest_subprocess(
-            "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-            f"--inventory={plan}", "-m", "preflight", "--lock-wait", "0", *xdist, *PHASE_DIRS,
-            "--report-dir", str(pytester.path / "reports"),
-        )  # fmt: skip
+            "-c",
+            str(ROOT / "pytest.ini"),
+            "--rootdir",
+            str(ROOT),
+            "-p",
+            "no:cacheprovider",
+            f"--inventory={plan}",
+            "-m",
+            "preflight",
+            "--lock-wait",
+            "0",
+            *xdist,
+            *PHASE_DIRS,
+            "--report-dir",
+            str(pytester.path / "reports"),
+        )
     finally:
         other.stdin.close()
         other.wait(timeout=10)
@@ -368,10 +420,23 @@ def test_a_head_ssh_cannot_reach_is_left_to_the_ssh_tests(pytester, tmp_path):
     the run goes on so that the SSH test names the head with its own remedy."""
     path = closed_plan(tmp_path)
     run = pytester.runpytest_subprocess(
-        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        f"--inventory={path}", "-m", "preflight", "-k", "ssh", "--lock-wait", "0", *PHASE_DIRS,
-        "--report-dir", str(tmp_path / "reports"),
-    )  # fmt: skip
+        "-c",
+        str(ROOT / "pytest.ini"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        f"--inventory={path}",
+        "-m",
+        "preflight",
+        "-k",
+        "ssh",
+        "--lock-wait",
+        "0",
+        *PHASE_DIRS,
+        "--report-dir",
+        str(tmp_path / "reports"),
+    )
     said = run.stdout.str()
     assert "infergate: cluster lock not taken: node1 (127.0.0.1) is unreachable over SSH" in said
     assert run.ret == pytest.ExitCode.TESTS_FAILED, said
@@ -385,13 +450,27 @@ def test_deploy_down_leaves_the_run_that_holds_the_cluster(tmp_path):
     inventory = parse_inventory(yaml.safe_load(plan.read_text()))
     live = "20261201-032000-1111222233334444"
     command = lock_command(holder(live), 30, lock_dir(inventory))
-    other = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    other = subprocess.Popen(
+        ["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert other.stdout.readline().strip() == "HELD"
-        done = subprocess.run([sys.executable, "-m", "infergate.cli", "down", "--run", live,
-                               "--inventory", str(plan)], capture_output=True, text=True,
-                              timeout=60, check=False)  # fmt: skip
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "infergate.cli",
+                "down",
+                "--run",
+                live,
+                "--inventory",
+                str(plan),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     finally:
         other.stdin.close()
         other.wait(timeout=10)

@@ -40,8 +40,11 @@ KEY = "sk-engine-key-2b8e41"
 MARKED = "marked-credential-55d0"
 NODE_PASS = "node2-db-password-91"
 SENT = "sk-sent-by-option-0c7d"
-PLANS = {"vllm": "two-sparks-vllm.yaml", "sglang": "two-sparks-sglang.yaml",
-         "vllm-ray": "two-sparks-vllm-ray.yaml"}  # fmt: skip
+PLANS = {
+    "vllm": "two-sparks-vllm.yaml",
+    "sglang": "two-sparks-sglang.yaml",
+    "vllm-ray": "two-sparks-vllm-ray.yaml",
+}
 EVERY = (TOKEN, KEY, MARKED, NODE_PASS)
 
 
@@ -49,8 +52,12 @@ def secret_plan(data: dict[str, Any]) -> dict[str, Any]:
     """DATA with HF_TOKEN, a key in the flags, a marked variable and a node's password."""
     engine = data["engine"]
     engine["flags"] = [*engine.get("flags", []), "--api-key", KEY]
-    engine["env"] = {**engine.get("env", {}), "HF_TOKEN": TOKEN, "MY_CREDENTIAL": MARKED,
-                     "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    engine["env"] = {
+        **engine.get("env", {}),
+        "HF_TOKEN": TOKEN,
+        "MY_CREDENTIAL": MARKED,
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     engine["secret_env"] = ["MY_CREDENTIAL"]
     data["nodes"][1]["env"] = {"DB_PASSWORD": NODE_PASS}
     return data
@@ -63,11 +70,21 @@ def plan(kind: str = "vllm") -> Inventory:
 
 @pytest.mark.parametrize(
     ("name", "secret"),
-    [("HF_TOKEN", True), ("HUGGING_FACE_HUB_TOKEN", True), ("VLLM_API_KEY", True),
-     ("OPENAI_APIKEY", True), ("AWS_SECRET_ACCESS_KEY", True), ("DB_PASSWORD", True),
-     ("hf_token", True), ("PASSWD", True), ("TOKENIZERS_PARALLELISM", False),
-     ("NCCL_SOCKET_IFNAME", False), ("VLLM_HOST_IP", False), ("KEYBOARD", False)],
-)  # fmt: skip
+    [
+        ("HF_TOKEN", True),
+        ("HUGGING_FACE_HUB_TOKEN", True),
+        ("VLLM_API_KEY", True),
+        ("OPENAI_APIKEY", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("DB_PASSWORD", True),
+        ("hf_token", True),
+        ("PASSWD", True),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("NCCL_SOCKET_IFNAME", False),
+        ("VLLM_HOST_IP", False),
+        ("KEYBOARD", False),
+    ],
+)
 def test_a_name_is_secret_by_a_word_of_it(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
 
@@ -88,8 +105,13 @@ def test_the_plan_secrets_are_every_secret_value_and_every_key() -> None:
 
 def test_a_secret_the_plan_put_in_docker_args_is_hidden_too() -> None:
     data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
-    data["engine"]["docker_args"] = ["-e", "VLLM_API_KEY=sk-in-docker-args", "--env=HF_HOME=/x",
-                                     "--env", "AWS_SECRET_ACCESS_KEY=aws-secret-1"]  # fmt: skip
+    data["engine"]["docker_args"] = [
+        "-e",
+        "VLLM_API_KEY=sk-in-docker-args",
+        "--env=HF_HOME=/x",
+        "--env",
+        "AWS_SECRET_ACCESS_KEY=aws-secret-1",
+    ]
     found = plan_secrets(parse_inventory(data))
     assert {"sk-in-docker-args", "aws-secret-1"} <= set(found)
     assert "/x" not in found
@@ -223,7 +245,9 @@ def test_what_the_run_keeps_is_this_users_alone(tmp_path: Path) -> None:
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE(folder.parent.stat().st_mode) == 0o700  # reports/, made on the way
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()} == {
-        "open.log": 0o600, "new.json": 0o600}  # fmt: skip
+        "open.log": 0o600,
+        "new.json": 0o600,
+    }
     assert (folder / "open.log").read_text() == "was 0666\nline\n"
 
 
@@ -278,11 +302,27 @@ def test_a_failing_test_shows_no_secret_anywhere(
     test = pytester.makepyfile(test_leaky_plan=LEAKY)
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
-        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        f"--inventory={plan_path}", f"--junitxml={junit}", "-vvv", "--showlocals",
-        "--log-level=DEBUG", "-o", "log_cli=true", "--api-key", SENT, "-k", "leaky", *workers,
-        str(ROOT / "tests_deploy"), str(test),
-    )  # fmt: skip
+        "-c",
+        str(ROOT / "pytest.ini"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        f"--inventory={plan_path}",
+        f"--junitxml={junit}",
+        "-vvv",
+        "--showlocals",
+        "--log-level=DEBUG",
+        "-o",
+        "log_cli=true",
+        "--api-key",
+        SENT,
+        "-k",
+        "leaky",
+        *workers,
+        str(ROOT / "tests_deploy"),
+        str(test),
+    )
     output = result.stdout.str() + result.stderr.str()
     assert "1 failed" in output, output
     assert HIDDEN in output, output

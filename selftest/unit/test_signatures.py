@@ -16,14 +16,20 @@ def test_each_signature_is_named_once_and_applies_somewhere():
     ("line", "name"),
     [
         # torch 2.x TCPStore, the head waiting for a rank: in a vLLM log and in the probe alike
-        ("torch.distributed.DistStoreError: Timed out after 61 seconds waiting for clients. "
-         "1/2 clients joined.", "rank-missing"),
+        (
+            "torch.distributed.DistStoreError: Timed out after 61 seconds waiting for clients. "
+            "1/2 clients joined.",
+            "rank-missing",
+        ),
         ("no rendezvous within 30 s", "rank-missing"),  # the in-image probe's own deadline
-        ("DistNetworkError: The server socket has failed to listen on any local network "
-         "address. port: 29501, useIpv6: false, code: -98, name: EADDRINUSE, message: address "
-         "already in use", "port-taken"),
+        (
+            "DistNetworkError: The server socket has failed to listen on any local network "
+            "address. port: 29501, useIpv6: false, code: -98, name: EADDRINUSE, message: address "
+            "already in use",
+            "port-taken",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_line_reads_the_same_in_a_launch_and_in_the_rendezvous(line, name):
     for context in ("vllm", RENDEZVOUS):
         assert next(s for s in signatures_for(context) if s.search(line)).name == name

@@ -170,15 +170,22 @@ def test_the_lock_and_deploy_down_connect_with_the_suites_trust_on_their_own(tmp
     assert opts["userknownhostsfile"] == str(plan_known_hosts(tmp_path / "lax.yaml"))
     assert (opts["batchmode"], opts["controlmaster"]) == ("yes", "false")
     assert "controlpath" not in opts  # ControlPath=none: ssh -G prints no socket at all
-    assert ssh_command(config, dataclasses.replace(plan.nodes[0], ssh=dataclasses.replace(
-        plan.nodes[0].ssh, connection="local")), "true") == ["sh", "-c", "true"]  # fmt: skip
+    assert ssh_command(
+        config,
+        dataclasses.replace(
+            plan.nodes[0], ssh=dataclasses.replace(plan.nodes[0].ssh, connection="local")
+        ),
+        "true",
+    ) == ["sh", "-c", "true"]
 
 
 def reading(user: Path | str | None, address: str | None = None, **ssh: object) -> Inventory:
     """The lab plan with every node reading the user's ssh_config USER, and node1 at
     ADDRESS with its ssh settings SSH."""
-    nodes = [dataclasses.replace(n, ssh=dataclasses.replace(n.ssh, config=user and str(user)))
-             for n in LAB.nodes]  # fmt: skip
+    nodes = [
+        dataclasses.replace(n, ssh=dataclasses.replace(n.ssh, config=user and str(user)))
+        for n in LAB.nodes
+    ]
     first = dataclasses.replace(nodes[0], address=address or nodes[0].address)
     nodes[0] = dataclasses.replace(first, ssh=dataclasses.replace(first.ssh, **ssh))
     return dataclasses.replace(LAB, nodes=tuple(nodes))
@@ -254,7 +261,9 @@ def test_an_address_that_is_an_alias_of_the_users_config_reaches_its_hostname(tm
 
 
 def test_the_plans_values_win_over_the_users_for_the_same_option(tmp_path):
-    user = users(tmp_path / "config", """\
+    user = users(
+        tmp_path / "config",
+        """\
 Host *
   User alice
   Port 2222
@@ -264,7 +273,8 @@ Host *
   BatchMode no
   IdentitiesOnly no
   IdentityFile /k/theirs
-""")  # fmt: skip
+""",
+    )
     config = written(tmp_path, reading(user))
     opts = effective(config, "node1")
     assert (opts["user"], opts["port"], opts["batchmode"]) == ("root", "22", "yes")

@@ -47,9 +47,16 @@ def plan_file(tmp_path: Path, base: Path = SPARKS, **thresholds: float) -> Path:
 def collected_timeouts(pytester: pytest.Pytester, plan: Path, *args: str) -> dict[str, Any]:
     """Each collected test's `timeout` marker seconds (None: the backstop), by file::name."""
     items, _ = pytester.inline_genitems(
-        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        f"--inventory={plan}", *args, *PHASE_DIRS,
-    )  # fmt: skip
+        "-c",
+        str(ROOT / "pytest.ini"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        f"--inventory={plan}",
+        *args,
+        *PHASE_DIRS,
+    )
     found = {}
     for item in items:
         mark = item.get_closest_marker("timeout")
@@ -58,8 +65,9 @@ def collected_timeouts(pytester: pytest.Pytester, plan: Path, *args: str) -> dic
 
 
 def test_launch_tests_outlast_the_launch_whatever_the_backstop(pytester, tmp_path):
-    plan = plan_file(tmp_path, dist_init_timeout_s=100, weights_timeout_s=1000,
-                     ready_timeout_s=1500)  # fmt: skip
+    plan = plan_file(
+        tmp_path, dist_init_timeout_s=100, weights_timeout_s=1000, ready_timeout_s=1500
+    )
     found = collected_timeouts(pytester, plan, "-o", "timeout=20")
     launch = 1500 + AFTER_LAUNCH_S + OWN_WORK_S
     assert found[JOINED] == launch
@@ -75,8 +83,9 @@ def test_the_last_launch_deadline_counts_for_ray(pytester, tmp_path):
 
 
 def test_hash_and_in_image_tests_get_their_plan_deadlines(pytester, tmp_path):
-    plan = plan_file(tmp_path, model_hash_timeout_s=7200, rendezvous_timeout_s=90,
-                     command_timeout_s=10)  # fmt: skip
+    plan = plan_file(
+        tmp_path, model_hash_timeout_s=7200, rendezvous_timeout_s=90, command_timeout_s=10
+    )
     found = collected_timeouts(pytester, plan, "-o", "timeout=20")
     hashed = 7200 + AFTER_HASH_S
     in_image = 90 + IMPORT_ALLOWANCE_S + 2 * 10
@@ -126,10 +135,12 @@ def test_header_and_help_say_where_the_timeouts_come_from(pytester, tmp_path):
     plan = plan_file(tmp_path, ready_timeout_s=1500, model_hash_timeout_s=7200)
     args = ("-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), f"--inventory={plan}")
     header = pytester.runpytest_inprocess(*args, "-o", "timeout=20", "--co", *PHASE_DIRS)
-    header.stdout.fnmatch_lines([
-        f"infergate: per-test timeouts from the plan: launch {1500 + AFTER_LAUNCH_S:g} s, *"
-        f"model hash {7200 + AFTER_HASH_S:g} s, *; backstop 20 s*",
-    ])  # fmt: skip
+    header.stdout.fnmatch_lines(
+        [
+            f"infergate: per-test timeouts from the plan: launch {1500 + AFTER_LAUNCH_S:g} s, *"
+            f"model hash {7200 + AFTER_HASH_S:g} s, *; backstop 20 s*",
+        ]
+    )
     helped = pytester.runpytest_inprocess(*args, "--help", *PHASE_DIRS)
     # argparse wraps the help, at a hyphen too (`per-` / `test`)
     text = re.sub(r"-\s+", "-", " ".join(helped.stdout.str().split()))
@@ -172,9 +183,19 @@ def test_host_check():  # the last test: the deployment is removed in its teardo
 def test_the_last_test_outlasts_the_runs_teardown(pytester, tmp_path):
     pytester.makepyfile(test_last=LAST_TEARS_DOWN)
     done = pytester.runpytest_subprocess(
-        "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-        f"--inventory={plan_file(tmp_path)}", "-o", "timeout=1", "-k", "test_last",
-        str(pytester.path), PHASE_DIRS[0],  # the phase dir loads the plugins; -k leaves it out
-    )  # fmt: skip
+        "-c",
+        str(ROOT / "pytest.ini"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        f"--inventory={plan_file(tmp_path)}",
+        "-o",
+        "timeout=1",
+        "-k",
+        "test_last",
+        str(pytester.path),
+        PHASE_DIRS[0],  # the phase dir loads the plugins; -k leaves it out
+    )
     assert "Timeout (>" not in done.stdout.str()
     done.assert_outcomes(passed=2)
