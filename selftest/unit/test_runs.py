@@ -38,6 +38,7 @@ from infergate.deploy.runs import check_removed, check_run_not_taken, of_runs
 from infergate.deploy.state import DeployOptions, Say
 from infergate.engines.registry import plan_launch
 from infergate.fixtures import runs
+from infergate.fixtures.xdist import WORKER_TEARDOWN_S
 from infergate.interrupts import sigint_deferred
 from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
@@ -408,6 +409,8 @@ def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
         other.wait(timeout=10)
     said = run.stdout.str() + run.stderr.str()
     assert run.ret == pytest.ExitCode.USAGE_ERROR, said
+    # at once: idle workers have no teardown to wait for (the wait of an interrupted run)
+    assert run.duration < WORKER_TEARDOWN_S, said
     assert "h200 (localhost): 1 problem(s)" in said
     assert "the cluster lock is held by run 20261201-031500-aaaabbbbccccdddd (plan lab, by " in (
         said
