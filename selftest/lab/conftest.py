@@ -50,3 +50,10 @@ def engine_lab(engine: LabEngine, lab: Lab) -> Iterator[Lab]:
     """The lab with its engine, every fault the test injected cleared after it."""
     yield lab
     lab.clear_faults()
+
+
+@pytest.fixture
+def no_key_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's subprocess inherits this environment: only the test says where a key is."""
+    for name in ("INFERGATE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
