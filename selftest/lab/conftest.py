@@ -28,6 +28,7 @@ def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
             return
         handle.down()
         assert handle.leftovers() == [], "`down` left lab things on the machine"
+        assert handle.status() == [], "`down` left lab nodes in the lab's record"
 
 
 @pytest.fixture
