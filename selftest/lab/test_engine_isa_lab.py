@@ -22,7 +22,7 @@ from infergate_lab import Lab
 from infergate_lab.engine import LabEngine, serving_alone, smoke_on
 from infergate_lab.engine_image import INSTALL_SCRIPT
 from infergate_lab.engine_isa import Measured, engine_isa, ensure_avx2_image, load_measured
-from selftest.lab.test_deploy_lab import plan_file
+from selftest.lab.test_inference_lab import short_plan
 from selftest.suite import ROOT, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(2400)]
@@ -118,16 +118,12 @@ def test_avx2_smoke_says_paris_and_is_measured(avx2_server):
     assert done.tokens_per_s > 0
 
 
-def short_sweep(plan: dict) -> None:
-    plan["inference"].update(concurrency=[1], requests_per_level=4)
-
-
 @ON_AVX512_ONLY
 def test_avx2_engine_passes_the_inference_suite(avx2_server, pytester, tmp_path):
     """SmolLM2 on the AVX2 kernels answers the plan's probes and streams, as on AVX-512
     (greedy answers differ between the two kernels: the probes must hold on both); one
     short level: the sweep itself is proven on the lab's own engine."""
-    plan = plan_file(tmp_path, short_sweep, base=ROOT / "inventories" / "lab.yaml")
+    plan = short_plan(tmp_path, [1])
     report = pytester.path / "report"
     base, _ = avx2_server
     run = run_suite(pytester, "-m", "inference", "--endpoint", f"{base}/v1",

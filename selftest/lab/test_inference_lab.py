@@ -27,7 +27,8 @@ from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped
 from selftest.browser import check_page
-from selftest.suite import ROOT, SuiteRun, run_suite
+from selftest.lab.test_deploy_lab import plan_file
+from selftest.suite import LAB_PLAN, SuiteRun, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -38,7 +39,8 @@ MODELS = "test_conformance.py::test_models_lists_the_planned_served_name"
 STREAMS = {f"test_conformance.py::test_stream_is_framed_and_ends_with_usage[{p}]"
            for p in ("chat", "text")}  # fmt: skip
 USAGE = "test_performance.py::test_usage_counts_the_streamed_tokens"
-COMPLETES = {c: f"test_performance.py::test_every_request_completes[c={c}]" for c in (1, 4, 16)}
+DYING_LEVELS = [1, 2, 4]  # the dying server's short plan: two levels after the one it dies in
+COMPLETES = {c: f"test_performance.py::test_every_request_completes[c={c}]" for c in DYING_LEVELS}
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +77,16 @@ def smoke(pytester: pytest.Pytester, url: str, *args: str, inventory: Path | Non
                      "--report-dir", str(report), *args, inventory=inventory)  # fmt: skip
 
 
+def short_plan(tmp_path: Path, concurrency: list[int]) -> Path:
+    """The lab plan with 4 requests a level at CONCURRENCY: where a defect shows in any level,
+    a sweep of 16 a level only costs time."""
+
+    def change(plan: dict) -> None:
+        plan["inference"].update(concurrency=concurrency, requests_per_level=4)
+
+    return plan_file(tmp_path, change, base=LAB_PLAN)
+
+
 GOODPUT = "test_performance.py::test_goodput_meets_the_slo[c=1]"
 OPEN_LOOP = "test_performance.py::test_every_request_completes[4 req/s]"
 PICTURES = (  # words of the report's pictures' alt texts
@@ -89,7 +101,7 @@ PICTURES = (  # words of the report's pictures' alt texts
 
 def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     plan = tmp_path / "plan.yaml"  # an SLO any server that answers meets: the gate runs green
-    text = (ROOT / "inventories" / "lab.yaml").read_text()
+    text = LAB_PLAN.read_text()
     more = "  slo: {e2e_ms: 600000, min_goodput_fraction: 1}\n  request_rates: [4]\n"
     plan.write_text(text.replace("\ninference:\n", f"\ninference:\n{more}"))
     pytester.makepyfile(scrapes=SCRAPES)
@@ -156,7 +168,7 @@ def test_prompts_have_their_planned_length_in_the_servers_own_tokens(server):
 
 def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
     plan = tmp_path / "plan.yaml"
-    text = (ROOT / "inventories" / "lab.yaml").read_text()
+    text = LAB_PLAN.read_text()
     plan.write_text(text.replace(f"served_name: {SERVED}", "served_name: smollm2-instruct"))
     run = smoke(pytester, server, "-k", "conformance", inventory=plan)
     assert MODELS in run.red(), run.output
@@ -165,9 +177,9 @@ def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
     assert SERVED in message
 
 
-def test_streams_without_usage_are_red(server, pytester):
+def test_streams_without_usage_are_red(server, pytester, tmp_path):
     with usage_stripped(server) as proxy:
-        run = smoke(pytester, proxy)
+        run = smoke(pytester, proxy, inventory=short_plan(tmp_path, [1]))
     assert STREAMS | {USAGE} <= run.red(), run.output
     assert "usage" in run.message(sorted(STREAMS)[0])
     assert "without usage" in run.message(USAGE)
@@ -211,7 +223,7 @@ def timed(base: str, body: dict[str, object]) -> tuple[StreamRecord, float, floa
 
 
 def test_lab_plan_keeps_prefix_caching_on():
-    flags = load_plan(ROOT / "inventories" / "lab.yaml").engine.flags
+    flags = load_plan(LAB_PLAN).engine.flags
     assert "--no-enable-prefix-caching" not in flags
 
 
@@ -259,10 +271,11 @@ endpoint.run_level = run_level
 """
 
 
-def test_server_dying_mid_run_fails_the_requests(server, pytester, lab):
+def test_server_dying_mid_run_fails_the_requests(server, pytester, lab, tmp_path):
     pytester.makepyfile(killer=KILLER)
-    run: SuiteRun = smoke(pytester, server, "-k", "performance", "-p", "killer")
-    killed = {COMPLETES[4], COMPLETES[16]}  # the levels after the kill; c = 1 ran before it
+    plan = short_plan(tmp_path, DYING_LEVELS)
+    run: SuiteRun = smoke(pytester, server, "-k", "performance", "-p", "killer", inventory=plan)
+    killed = {COMPLETES[2], COMPLETES[4]}  # the levels after the kill; c = 1 ran before it
     assert run.red() & set(COMPLETES.values()) == killed, run.output
     for test in killed:
         assert "requests failed" in run.message(test)
