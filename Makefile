@@ -40,9 +40,10 @@ demo-sglang: $(BIN)/.installed
 	$(BIN)/infergate deploy --inventory=inventories/lab-sglang.yaml
 
 # The project's own tests in three parts, each timed: the lint (with types); the unit tests
-# (recorded outputs, local servers: no lab); the runs of the real suite against the lab, which
-# those tests bring up and take down themselves. Each pytest run lists its slowest tests. A
-# failed lint stops here; a failed unit part still runs the lab's, and fails at the end.
+# (recorded outputs, local servers: no lab), on two xdist workers; the runs of the real suite
+# against the lab, which those tests bring up and take down themselves, in one process (one
+# lab). Each pytest run lists its slowest tests. A failed lint stops here; a failed unit part
+# still runs the lab's, and fails at the end.
 SPLIT := $(VENV)/test-split.txt
 PYTEST_TIMED := $(BIN)/pytest --durations=15
 # $(call timed,PART,COMMAND): COMMAND, then PART's wall time (and FAILED with its exit
@@ -54,7 +55,7 @@ timed = start=$$(date +%s); $(2); rc=$$?; \
 test: $(BIN)/.installed
 	@rm -f $(SPLIT)
 	@$(call timed,lint,$(MAKE) --no-print-directory lint)
-	@$(call timed,unit,$(PYTEST_TIMED) selftest/unit) || true
+	@$(call timed,unit,$(PYTEST_TIMED) -n 2 selftest/unit) || true
 	@$(call timed,lab,$(PYTEST_TIMED) selftest/lab) || true
 	@echo "make test, wall time: $$(paste -sd , $(SPLIT) | sed 's/,/, /g')"
 	@! grep -q FAILED $(SPLIT)

@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PHASE_DIRS = [str(ROOT / d) for d in ("tests_preflight", "tests_deploy", "tests_inference")]
 LAB_PLAN = ROOT / "inventories" / "lab.yaml"
 CLOSED_PORT = 9  # discard: no sshd listens there on a loopback address
+# on the unit tests whose runs take or hold the real cluster lock of a plan whose head is this
+# machine (/run/infergate/lock/localhost): under -n, one worker runs them, one at a time
+LOCKS_LOCALHOST = pytest.mark.xdist_group("lock-on-localhost")
 
 
 @dataclass(frozen=True)

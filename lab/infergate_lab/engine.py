@@ -140,13 +140,18 @@ def smoke_serve(lab: Lab, node: str, image: str = IMAGE) -> Smoke:
     with the server's last log lines, unless it says Paris."""
     started = time.monotonic()
     with serving_alone(lab, node, L.SMOLLM2, image=image) as base:
-        start_s = time.monotonic() - started
-        _complete(base, 1)  # the first request compiles and warms: not the decode rate
-        began = time.monotonic()
-        text, tokens = _complete(base, SMOKE_TOKENS)
-        rate = tokens / (time.monotonic() - began)
+        return smoke_on(base, node, L.SMOLLM2, time.monotonic() - started)
+
+
+def smoke_on(base: str, node: str, served: str, start_s: float) -> Smoke:
+    """The smoke's question and decode rate against a SmolLM2 already served as SERVED at
+    BASE on NODE, ready START_S after it was started. Fails unless it says Paris."""
+    _complete(base, served, 1)  # the first request compiles and warms: not the decode rate
+    began = time.monotonic()
+    text, tokens = _complete(base, served, SMOKE_TOKENS)
+    rate = tokens / (time.monotonic() - began)
     if "Paris" not in text:
-        raise LabError(f"{node}: {L.SMOLLM2} completed {SMOKE_PROMPT!r} with {text!r}")
+        raise LabError(f"{node}: {served} completed {SMOKE_PROMPT!r} with {text!r}")
     return Smoke(text, start_s, rate)
 
 
@@ -185,9 +190,9 @@ def _logs(lab: Lab, node: str, name: str) -> str:
     return "\n".join([*errors[-8:], "...", *lines[-5:]])[-4000:]
 
 
-def _complete(base: str, max_tokens: int) -> tuple[str, int]:
+def _complete(base: str, served: str, max_tokens: int) -> tuple[str, int]:
     """The greedy completion of the smoke prompt, and how many tokens it has."""
-    body = {"model": L.SMOLLM2, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens,
+    body = {"model": served, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens,
             "temperature": 0, "ignore_eos": True}  # fmt: skip
     req = urllib.request.Request(
         f"{base}/v1/completions",

@@ -11,6 +11,7 @@ from infergate.fixtures.progress import print_now
 from infergate_lab import Lab
 from infergate_lab.engine import LabEngine, ensure_engine
 from selftest.lab_guard import LOCK, lab_guard
+from selftest.suite import SuiteRun, run_suite
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +29,7 @@ def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
             return
         handle.down()
         assert handle.leftovers() == [], "`down` left lab things on the machine"
+        assert handle.status() == [], "`down` left lab nodes in the lab's record"
 
 
 @pytest.fixture
@@ -50,3 +52,27 @@ def engine_lab(engine: LabEngine, lab: Lab) -> Iterator[Lab]:
     """The lab with its engine, every fault the test injected cleared after it."""
     yield lab
     lab.clear_faults()
+
+
+@pytest.fixture(scope="session")
+def session_runs() -> dict[str, SuiteRun]:
+    """Suite runs made once a session, by the first test that asks for each, kept by name."""
+    return {}
+
+
+@pytest.fixture
+def healthy_preflight(
+    engine_lab: Lab, pytester: pytest.Pytester, session_runs: dict[str, SuiteRun]
+) -> SuiteRun:
+    """`-m preflight` on the healthy lab with its engine, run once a session (in the folder of
+    the first test that asks) for every test that reads the whole green preflight."""
+    if "healthy preflight" not in session_runs:
+        session_runs["healthy preflight"] = run_suite(pytester, "-m", "preflight")
+    return session_runs["healthy preflight"]
+
+
+@pytest.fixture
+def no_key_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's subprocess inherits this environment: only the test says where a key is."""
+    for name in ("INFERGATE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)

@@ -1,8 +1,8 @@
-"""A plan whose engine serves with an API key, launched for real in the lab. With the key in
-the plan's flags the launch passes tests_deploy and a short inference, the key in no file
-the run keeps; with a wrong key given, or the key set where the suite cannot read it, the
-readiness gate fails at the first 401, not at ready_timeout_s, naming the head and where to
-give the key, and never printing it."""
+"""A plan whose engine serves with an API key, launched for real in the lab: with a wrong key
+given, or the key set where the suite cannot read it, the readiness gate fails at the first
+401, not at ready_timeout_s, naming the head and where to give the key, and never printing
+it. With the key in the plan's flags the launch passes tests_deploy and a short inference,
+the key in no file the run keeps: test_secrets_lab's launch, which has it among its secrets."""
 
 from __future__ import annotations
 
@@ -12,32 +12,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.plan.apikey import HIDDEN
 from selftest.lab.test_deploy_lab import (
     deploy,
     detected_after,
     launch_failure,
     plan_file,
     run_containers,
-    suite_args,
-)  # fmt: skip
-from selftest.suite import ROOT, run_suite
+)
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.timeout(900),
+    pytest.mark.usefixtures("no_key_in_the_environment"),
+]
 
 KEY = "lab-key-5c1e9b7d0a"
 WRONG = "not-the-lab-key-42"
-LAB = ROOT / "inventories" / "lab.yaml"
 AT_ONCE_S = 15  # from the head's `Application startup complete` to the failure: a few polls
 HEAD = "node1 (10.251.0.11)"
 REFUSED = "HTTP 401 from http://10.251.0.11:8000/v1/models"
-
-
-@pytest.fixture(autouse=True)
-def no_key_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The suite's subprocess inherits this environment: only the test says where a key is."""
-    for name in ("INFERGATE_API_KEY", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def keyed(plan: dict) -> None:
@@ -59,29 +52,6 @@ def kept_files_with(report: Path, secret: str) -> list[str]:
     """The files of the run's report directory (deploy.log, evidence, results) holding it."""
     files = [p for p in report.rglob("*") if p.is_file()]
     return [str(p) for p in files if secret in p.read_bytes().decode(errors="replace")]
-
-
-def test_plan_served_with_a_key_passes_deploy_and_inference(engine_lab, pytester, tmp_path):
-    def short(plan: dict) -> None:
-        keyed(plan)
-        plan["inference"].update(concurrency=[1], requests_per_level=2)
-
-    plan = plan_file(tmp_path, short, base=LAB)
-    args = suite_args(pytester, "-m", "deploy or inference")
-    run = run_suite(pytester, *args, inventory=plan)
-    assert run.red() == set(), run.output
-    passed = {t for t, o in run.outcomes.items() if o.status == "passed"}
-    assert "test_deploy.py::test_endpoint_answers_with_the_planned_model" in passed
-    assert "test_conformance.py::test_openai_client_works_end_to_end" in passed
-    assert "test_performance.py::test_every_request_completes[c=1]" in passed
-    report = pytester.path / "report"
-    log = (report / "deploy.log").read_text()
-    assert "sending the API key from engine.flags --api-key" in log, log
-    # `docker inspect` shows the engine's arguments (vLLM 0.32 masks the key in its own log)
-    assert HIDDEN in (report / "evidence" / "node1" / "inspect.json").read_text()
-    assert kept_files_with(report, KEY) == []
-    assert KEY not in run.output
-    assert run_containers(engine_lab) == {}
 
 
 def test_wrong_key_fails_at_the_first_401_naming_its_source(

@@ -1,9 +1,10 @@
 """The real launch in the lab: a two-node vLLM (tensor parallel 2 over the fabric) comes up,
-serves, and leaves nothing; each way the two-Spark report's launch failed, reproduced for
-real, is caught with the node named, by the engine's own words where it says why, and always
-within the plan's deadline + 5 s (the deadlines hold on a CPU 4x slower than the AVX-512 one
-this was first measured on, so no assertion here depends on this machine's speed); Ctrl-C
-mid-launch removes the run's containers on every node and nothing else.
+serves, and leaves nothing, under a pytest-timeout backstop far below the launch; each way
+the two-Spark report's launch failed, reproduced for real, is caught with the node named, by
+the engine's own words where it says why, and always within the plan's deadline + 5 s (the
+deadlines hold on a CPU 4x slower than the AVX-512 one this was first measured on, so no
+assertion here depends on this machine's speed). Ctrl-C mid-launch is test_signals_lab's,
+beside the other signals.
 
 The failures run the lab's TP 2 plan (inventories/lab-moe-tp2.yaml: ready in ~45 s with
 AVX-512 kernels)."""
@@ -11,7 +12,6 @@ AVX-512 kernels)."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -42,6 +42,10 @@ NODES = ("node1", "node2")
 FOREIGN = "leftover-embeddings"  # the lab's foreign-container fault
 IMAGE = "infergate-lab/vllm-cpu:0.32.0"
 JOINED = "test_deploy.py::test_every_planned_node_joined"
+# 5 s: the TP 2 launch was ready after 22 s here with its compile cache warm; 20 s (the
+# issue's figure) would leave a faster machine's launch proving nothing
+BACKSTOP = ("-o", "timeout=5")
+PYTEST_TIMEOUT = "Timeout (>"  # how pytest-timeout's failure begins
 
 
 def plan_file(tmp_path: Path, change=None, base: Path = TP2) -> Path:
@@ -73,6 +77,14 @@ def foreign_running(lab: Lab, node: str = "node1") -> bool:
     return done.stdout.strip() == "true"
 
 
+def ready_after(pytester: pytest.Pytester) -> float:
+    """The launch's own clock when the API answered: `[  45.3 s] ready: http://...`."""
+    log = (pytester.path / "report" / "deploy.log").read_text()
+    found = re.search(r"\[\s*([\d.]+) s\] ready: ", log)
+    assert found, log
+    return float(found.group(1))
+
+
 def detected_after(message: str) -> float:
     """The launch's own clock at the failure: `... failed ... after 12.3 s:`."""
     found = re.search(r"failed.*? after ([\d.]+) s:", message)
@@ -89,9 +101,14 @@ def launch_failure(run: SuiteRun) -> str:
 
 
 def test_healthy_launch_serves_then_leaves_only_what_it_found(engine_lab, pytester):
+    """Also the backstop never undercuts the plan: the launch outlasts it and passes."""
     engine_lab.apply_fault("foreign-container", "node1", "0.2")
-    run = run_suite(pytester, *suite_args(pytester, "-m", "deploy or inference"), inventory=TP2)
+    args = suite_args(pytester, "-m", "deploy or inference", *BACKSTOP)
+    run = run_suite(pytester, *args, inventory=TP2)
     assert run.red() == set(), run.output
+    assert PYTEST_TIMEOUT not in run.output
+    assert ready_after(pytester) > 5 * 2, "the launch hardly outlasted the backstop"
+    assert "test_performance.py::test_throughput_meets_the_plan" in run.outcomes
     passed = {t for t, o in run.outcomes.items() if o.status == "passed"}
     assert {f"test_deploy.py::test_rank_is_alive[{n}]" for n in NODES} <= passed
     assert "test_conformance.py::test_openai_client_works_end_to_end" in passed
@@ -228,21 +245,6 @@ def test_worker_killed_after_ready_is_a_dead_rank_though_health_says_200(engine_
     assert "node2 (10.251.0.12)" in run.message(alive)
     assert "VLLM::Worker" in run.message(alive) or "exited" in run.message(alive)
     assert run_containers(engine_lab) == {}
-
-
-def test_ctrl_c_mid_launch_removes_the_run_and_nothing_else(engine_lab, pytester):
-    engine_lab.apply_fault("foreign-container", "node1", "0.2")
-    proc, _ = start_suite(pytester, TP2, "-m", "deploy")
-    wait_for_line(pytester, "node2 (10.251.0.12): started", proc)
-    time.sleep(3)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
-    assert time.monotonic() - sent < 30
-    assert proc.returncode == 2  # pytest's "interrupted"
-    assert run_containers(engine_lab) == {}
-    assert foreign_running(engine_lab), "Ctrl-C teardown stopped a container it did not start"
-    assert "stopped run" in (pytester.path / "report" / "deploy.log").read_text()
 
 
 def test_ray_cluster_forms_and_is_gated_but_vllm_cpu_refuses_ray(engine_lab, pytester, tmp_path):

@@ -1,23 +1,34 @@
 """tests_inference against a real vLLM started outside the suite (`--endpoint`): green when
-the server is right, and red for the right reason with each defect we can really produce:
-the plan's served name not served, streams without usage, the server dying mid-run."""
+the server is right, its /metrics scraped level by level, and red for the right reason with
+each defect we can really produce: the plan's served name not served, streams without usage,
+the server dying mid-run. On the same server, the prefix-cache effect, which is why the load
+sends distinct prompts: a prompt the engine has seen is answered sooner than a new one of the
+same length, and the engine's own counters say it served the repeat from its cache.
+
+One server for the module (a start-up is minutes on AVX2); the test that kills it runs last."""
 
 from __future__ import annotations
 
+import json
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from infergate.inference.client import post_json
-from infergate.inference.workload import build_prompts
+from infergate.inference.client import StreamRecord, get_json, post_json, stream_completion
+from infergate.inference.engine_metrics import parse_prometheus_text
+from infergate.inference.plan import CHAT_PATH
+from infergate.inference.workload import build_prompts, chat_bodies
+from infergate.plan.loader import load_plan
 from infergate.reports.files import level_slug
 from infergate.reports.inference_json import read_results
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped
 from selftest.browser import check_page
-from selftest.suite import ROOT, SuiteRun, run_suite
+from selftest.lab.test_deploy_lab import plan_file
+from selftest.suite import LAB_PLAN, SuiteRun, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -28,7 +39,8 @@ MODELS = "test_conformance.py::test_models_lists_the_planned_served_name"
 STREAMS = {f"test_conformance.py::test_stream_is_framed_and_ends_with_usage[{p}]"
            for p in ("chat", "text")}  # fmt: skip
 USAGE = "test_performance.py::test_usage_counts_the_streamed_tokens"
-COMPLETES = {c: f"test_performance.py::test_every_request_completes[c={c}]" for c in (1, 4, 16)}
+DYING_LEVELS = [1, 2, 4]  # the dying server's short plan: two levels after the one it dies in
+COMPLETES = {c: f"test_performance.py::test_every_request_completes[c={c}]" for c in DYING_LEVELS}
 
 
 @pytest.fixture(scope="module")
@@ -38,22 +50,62 @@ def server(engine: object, lab: Lab) -> Iterator[str]:
         yield base
 
 
+# The suite's own Scraper, reading /metrics every 0.25 s (a short level still gets several
+# reads), its samples and last problem written to scrapes.json when the sweep ends
+SCRAPES = """
+import json
+from infergate.fixtures import endpoint
+
+class Recorded(endpoint.Scraper):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs, interval_s=0.25)
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        samples = [{"t_s": s.t_s, "level": s.level, "values": dict(s.values)}
+                   for s in self.samples]
+        with open("scrapes.json", "w") as f:
+            json.dump({"problem": self.problem, "samples": samples}, f)
+
+endpoint.Scraper = Recorded
+"""
+
+
 def smoke(pytester: pytest.Pytester, url: str, *args: str, inventory: Path | None = None):
     report = pytester.path / "report"
     return run_suite(pytester, "-m", "inference", "--endpoint", f"{url}/v1",
                      "--report-dir", str(report), *args, inventory=inventory)  # fmt: skip
 
 
+def short_plan(tmp_path: Path, concurrency: list[int]) -> Path:
+    """The lab plan with 4 requests a level at CONCURRENCY: where a defect shows in any level,
+    a sweep of 16 a level only costs time."""
+
+    def change(plan: dict) -> None:
+        plan["inference"].update(concurrency=concurrency, requests_per_level=4)
+
+    return plan_file(tmp_path, change, base=LAB_PLAN)
+
+
 GOODPUT = "test_performance.py::test_goodput_meets_the_slo[c=1]"
 OPEN_LOOP = "test_performance.py::test_every_request_completes[4 req/s]"
+PICTURES = (  # words of the report's pictures' alt texts
+    "against concurrency",
+    "one point per level",
+    "Cumulative distribution of TTFT",
+    "ITL",
+    "tokens/s per second",
+    "The engine's /metrics over the load",
+)
 
 
 def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     plan = tmp_path / "plan.yaml"  # an SLO any server that answers meets: the gate runs green
-    text = (ROOT / "inventories" / "lab.yaml").read_text()
+    text = LAB_PLAN.read_text()
     more = "  slo: {e2e_ms: 600000, min_goodput_fraction: 1}\n  request_rates: [4]\n"
     plan.write_text(text.replace("\ninference:\n", f"\ninference:\n{more}"))
-    run = smoke(pytester, server, inventory=plan)
+    pytester.makepyfile(scrapes=SCRAPES)
+    run = smoke(pytester, server, "-p", "scrapes", inventory=plan)
     assert run.red() == set(), run.output
     assert run.outcomes[GOODPUT].status == "passed"
     assert run.outcomes[OPEN_LOOP].status == "passed"
@@ -77,15 +129,28 @@ def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     assert "prompts: 66 from http://" in run.output  # 2 warm-up + 4 x 16, with the tokenizer
     assert [s.label for s in levels] == ["c=1", "c=4", "c=16", "4 req/s"]
     assert "engine /metrics: none recorded" not in run.output
+    scrapes_follow_the_levels(pytester.path / "scrapes.json")
     seen = check_page(report / "report.html", tmp_path / "report.png")
     assert seen.broken_images == []
     assert seen.empty_tables == []
     alts = " ".join(alt for alt, _ in seen.images)
-    for picture in ("against concurrency", "one point per level", "Cumulative distribution of "
-                    "TTFT", "ITL", "tokens/s per second", "The engine's /metrics"):  # fmt: skip
+    for picture in PICTURES:
         assert picture in alts, alts
     running = lab.ssh("node1", ["docker", "inspect", "-f", "{{.State.Running}}", CONTAINER])
     assert running.stdout.strip() == "true", "--endpoint must never stop the server"
+
+
+def scrapes_follow_the_levels(path: Path) -> None:
+    """The sweep's /metrics scrapes say, level by level, that requests ran (several at once
+    at the highest level) and the KV cache filled."""
+    scraped = json.loads(path.read_text())
+    samples = scraped["samples"]
+    assert scraped["problem"] == "", scraped["problem"]
+    assert {s["level"] for s in samples} == {"c=1", "c=4", "c=16", "4 req/s"}, samples
+    assert max(s["values"]["running"] for s in samples if s["level"] == "c=16") >= 2, samples
+    assert max(s["values"]["kv_cache_usage"] for s in samples) > 0, samples
+    assert {"waiting", "preemptions"} <= set(samples[0]["values"])
+    assert [s["t_s"] for s in samples] == sorted(s["t_s"] for s in samples)
 
 
 def test_prompts_have_their_planned_length_in_the_servers_own_tokens(server):
@@ -103,7 +168,7 @@ def test_prompts_have_their_planned_length_in_the_servers_own_tokens(server):
 
 def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
     plan = tmp_path / "plan.yaml"
-    text = (ROOT / "inventories" / "lab.yaml").read_text()
+    text = LAB_PLAN.read_text()
     plan.write_text(text.replace(f"served_name: {SERVED}", "served_name: smollm2-instruct"))
     run = smoke(pytester, server, "-k", "conformance", inventory=plan)
     assert MODELS in run.red(), run.output
@@ -112,12 +177,76 @@ def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
     assert SERVED in message
 
 
-def test_streams_without_usage_are_red(server, pytester):
+def test_streams_without_usage_are_red(server, pytester, tmp_path):
     with usage_stripped(server) as proxy:
-        run = smoke(pytester, proxy)
+        run = smoke(pytester, proxy, inventory=short_plan(tmp_path, [1]))
     assert STREAMS | {USAGE} <= run.red(), run.output
     assert "usage" in run.message(sorted(STREAMS)[0])
     assert "without usage" in run.message(USAGE)
+
+
+# vLLM V1 caches prefixes by default (vllm/engine/arg_utils.py: enable_prefix_caching falls to
+# the model's default, on for generative models; only RISC-V CPUs turn it off), in full KV
+# blocks; the CPU backend's block is 128 tokens unless set (vllm/platforms/cpu.py). A prompt
+# shorter than a block can never hit, so these prompts are six blocks long. Counters:
+# `vllm:prefix_cache_queries` and `vllm:prefix_cache_hits`, in tokens (vllm/v1/metrics/
+# loggers.py), exposed with prometheus_client's `_total` suffix. The suite's runs on this
+# server before share no block with these prompts: theirs are other random words (seed 0).
+BLOCK = 128  # tokens per KV block on vLLM's CPU backend
+INPUT_TOKENS = 6 * BLOCK  # with the chat template, six full blocks to hit; max-model-len 1024
+PAIRS = 15  # one new and one repeated request each, alternating: drift hits both alike
+# The repeat skips the prefill of 768 of its ~800 tokens, which is most of a new prompt's TTFT
+# on this CPU engine: measured with AVX-512 kernels, medians of 15, new 559 ms, repeated 46 ms
+# (0.08x). A repeat slower than half a new prompt means the cache did not serve it.
+MARGIN = 0.5
+QUERIES, HITS = "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"
+
+
+def cache_counters(base: str) -> tuple[float, float]:
+    """(queried, hit) prompt tokens so far, summed over the engine's label sets."""
+    status, text = get_json(base, "/metrics", 10)
+    assert status == 200, f"{base}/metrics answered {status}: {text}"
+    sums = {QUERIES: 0.0, HITS: 0.0}
+    for sample in parse_prometheus_text(str(text)):  # not JSON: get_json hands the text
+        if sample.name in sums:
+            sums[sample.name] += sample.value
+    return sums[QUERIES], sums[HITS]
+
+
+def timed(base: str, body: dict[str, object]) -> tuple[StreamRecord, float, float]:
+    """The request, and the prefix-cache tokens it queried and hit."""
+    queried, hit = cache_counters(base)
+    record = stream_completion(f"{base}/v1", CHAT_PATH, body, 120)
+    assert record.ok, record.error
+    queried_after, hit_after = cache_counters(base)
+    return record, queried_after - queried, hit_after - hit
+
+
+def test_lab_plan_keeps_prefix_caching_on():
+    flags = load_plan(LAB_PLAN).engine.flags
+    assert "--no-enable-prefix-caching" not in flags
+
+
+def test_repeated_prompt_is_served_from_the_prefix_cache_sooner(server: str):
+    prompts = build_prompts(server, SERVED, PAIRS + 1, INPUT_TOKENS, 2, 0.0, seed=14)
+    repeated, *new = chat_bodies(prompts, SERVED)
+    _, queried, _ = timed(server, repeated)  # fills the cache
+    assert queried >= INPUT_TOKENS, f"the engine counted {queried} prefix-cache query tokens"
+    fresh_ttft, again_ttft, fresh_hits, again_hits = [], [], [], []
+    for body in new:
+        record, _, hit = timed(server, body)
+        fresh_ttft.append(record.ttft_s or 0.0)
+        fresh_hits.append(hit)
+        record, _, hit = timed(server, repeated)
+        again_ttft.append(record.ttft_s or 0.0)
+        again_hits.append(hit)
+    fresh, again = statistics.median(fresh_ttft), statistics.median(again_ttft)
+    seen = (f"median TTFT new {fresh * 1000:.1f} ms, repeated {again * 1000:.1f} ms; "
+            f"hit tokens new {fresh_hits}, repeated {again_hits}")  # fmt: skip
+    print(seen)
+    assert fresh_hits == [0.0] * PAIRS, seen  # the template's shared prefix is under a block
+    assert min(again_hits) >= INPUT_TOKENS, seen  # all six blocks, every time
+    assert again < MARGIN * fresh, seen
 
 
 # The server is killed at a fixed point of the sweep, after its warm-up and first level
@@ -142,10 +271,11 @@ endpoint.run_level = run_level
 """
 
 
-def test_server_dying_mid_run_fails_the_requests(server, pytester, lab):
+def test_server_dying_mid_run_fails_the_requests(server, pytester, lab, tmp_path):
     pytester.makepyfile(killer=KILLER)
-    run: SuiteRun = smoke(pytester, server, "-k", "performance", "-p", "killer")
-    killed = {COMPLETES[4], COMPLETES[16]}  # the levels after the kill; c = 1 ran before it
+    plan = short_plan(tmp_path, DYING_LEVELS)
+    run: SuiteRun = smoke(pytester, server, "-k", "performance", "-p", "killer", inventory=plan)
+    killed = {COMPLETES[2], COMPLETES[4]}  # the levels after the kill; c = 1 ran before it
     assert run.red() & set(COMPLETES.values()) == killed, run.output
     for test in killed:
         assert "requests failed" in run.message(test)

@@ -187,44 +187,39 @@ def test_render_inventory_makes_node1_head_and_the_rest_workers():
     assert plan["engine"]["dist_init_addr"] == "10.252.0.11"
 
 
-def test_up_3_then_up_2_adds_then_removes_node3_cleanly(lab):
+def test_up_3_adds_node3_sshd_only_stops_dockerd_and_up_2_removes_node3_cleanly(lab):
+    """One round trip through 3 nodes: adding node3 leaves the others alone, the sshd-only
+    mode runs no dockerd and brings the same engines back, removing node3 leaves nothing.
+    Back to 2 nodes with Docker whatever fails: the session's later tests need that lab."""
     before = pids(lab)
-    lab.up(3)
-    assert [s.name for s in lab.status() if s.healthy] == ["node1", "node2", "node3"]
-    assert fabric_ping(lab, "node1", "10.252.0.13")
-    assert lab.ssh("node3", ["hostname"]).stdout.strip() == "node3"
-    lab.up(2)
-    assert pids(lab) == before
+    engine = docker_id(lab, "node1")
+    try:
+        lab.up(3)
+        assert [s.name for s in lab.status() if s.healthy] == ["node1", "node2", "node3"]
+        assert fabric_ping(lab, "node1", "10.252.0.13")
+        assert lab.ssh("node3", ["hostname"]).stdout.strip() == "node3"
+        assert {n: p for n, p in pids(lab).items() if n != "node3"} == before
+        lab.up(3, docker=False)
+        assert lab.runs_docker() is False
+        assert [s.name for s in lab.status() if s.healthy] == ["node1", "node2", "node3"]
+        assert [s.pids.keys() for s in lab.status()] == [{"sshd"}] * 3
+        assert docker_id(lab, "node1") == ""
+        assert lab.ssh("node3", ["hostname"]).stdout.strip() == "node3"
+        with pytest.raises(LabError, match="docker-stop needs Docker"):
+            lab.apply_fault("docker-stop", "node1")  # its clear would start a dockerd
+        lab.up(3)
+        assert lab.runs_docker() is True
+        assert all(s.healthy for s in lab.status()), lab.status()
+        assert docker_id(lab, "node1") == engine  # its data root kept: the same engine, images
+        three = pids(lab)
+    finally:
+        lab.up(2)
+    assert pids(lab) == {n: three[n] for n in NODES}
     assert [x for x in lab.leftovers() if "node3" in x or x.endswith("-m3")] == []
     fab3 = ["ip", "-n", "iglab-fabric", "link", "show", "fab3"]
     assert subprocess.run(fab3, capture_output=True, timeout=10, check=False).returncode != 0
     assert not Path("/var/lib/infergate-lab/nodes/node3").exists()
     assert "10.251.0.13" not in Path("/var/lib/infergate-lab/ssh/known_hosts").read_text()
-
-
-def test_sshd_only_runs_no_dockerd_and_up_brings_the_same_engines_back(lab):
-    engine = docker_id(lab, "node1")
-    lab.up(3, docker=False)
-    assert lab.runs_docker() is False
-    assert [s.name for s in lab.status() if s.healthy] == ["node1", "node2", "node3"]
-    assert [s.pids.keys() for s in lab.status()] == [{"sshd"}] * 3
-    assert docker_id(lab, "node1") == ""
-    assert lab.ssh("node3", ["hostname"]).stdout.strip() == "node3"
-    with pytest.raises(LabError, match="docker-stop needs Docker"):
-        lab.apply_fault("docker-stop", "node1")  # its clear would start a dockerd
-    lab.up(2)
-    assert lab.runs_docker() is True
-    assert all(s.healthy for s in lab.status()), lab.status()
-    assert docker_id(lab, "node1") == engine  # its data root kept: the same engine, images
-
-
-def test_down_leaves_nothing_and_up_makes_it_again(lab):
-    """Last in this file: the session's later tests get the lab back."""
-    lab.down()
-    assert lab.leftovers() == []
-    assert lab.status() == []
-    lab.up(2)
-    assert all(s.healthy for s in lab.status())
 
 
 def test_render_inventory_moe_tp_is_the_shipped_second_lab_plan():

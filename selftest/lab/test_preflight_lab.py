@@ -92,8 +92,8 @@ def with_plan(tmp_path: Path, change) -> Path:
 # --- healthy ------------------------------------------------------------------------------
 
 
-def test_healthy_lab_all_green_with_the_image(engine_lab, pytester):
-    run = run_suite(pytester, "-m", "preflight")
+def test_healthy_lab_all_green_with_the_image(healthy_preflight):
+    run = healthy_preflight
     every = {f"{t}[{n}]" for t in PER_NODE + IN_IMAGE_PER_NODE for n in NODES}
     assert ran(run) == every | set(CLUSTER) | {RENDEZVOUS, PARITY}, run.output
     assert run.red() == set(), run.output
@@ -254,9 +254,10 @@ def test_flag_of_the_other_engine_is_named(engine_lab, pytester, tmp_path):
 
 
 def test_engine_facts_are_reused_only_for_the_same_image_config_and_plan(
-    engine_lab, pytester, tmp_path
+    healthy_preflight, engine_lab, pytester, tmp_path
 ):
-    run_suite(pytester, "-m", "preflight and image")  # whatever was cached before, now it is
+    # cached on each node by the session's healthy preflight, under a key of this image,
+    # config and plan (their content: other plans and faults get keys of their own)
     again = run_suite(pytester, "-m", "preflight and image")
     assert again.red() == set(), again.output
     said = "facts (versions, registry, model config, flags, chat template): node1 cached, "

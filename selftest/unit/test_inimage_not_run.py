@@ -15,7 +15,7 @@ from infergate.checks.image import check_image_parity
 from infergate.checks.inimage_ran import check_probe_ran, image_to_run, probe_blockers
 from infergate.checks.probe import Section, parse_sections
 from infergate.fixtures.inventory import load_inventory
-from selftest.suite import ROOT, run_suite
+from selftest.suite import LOCKS_LOCALHOST, ROOT, run_suite
 
 DEVICE_PLAN = ROOT / "inventories" / "h200-device.yaml"
 LAB = ROOT / "selftest" / "data" / "lab"  # host probes recorded in the lab (data/README.md)
@@ -37,6 +37,7 @@ IN_IMAGE = {
 }
 
 
+@LOCKS_LOCALHOST
 def test_in_image_tests_name_the_missing_engine_or_image_instead_of_judging_nothing(
     pytester: pytest.Pytester,
 ) -> None:
@@ -90,6 +91,7 @@ def test_a_probe_container_that_died_says_its_exit_code_and_stderr():
     assert check_probe_ran({**cache, "cuda": Section(0, "{}")}, 0, "", "img:1") == []
 
 
+@LOCKS_LOCALHOST
 def test_a_one_node_plan_skips_the_dials_alone(pytester: pytest.Pytester) -> None:
     """The dials between nodes skip on a one-node plan; that skip is theirs, not the in-image
     tests' (which once all read "the plan has one node")."""

@@ -28,7 +28,7 @@ from infergate.reports.preflight_json import SCHEMA_VERSION, read_preflight
 from infergate.reports.preflight_seen import CheckSeen, cells
 from infergate.reports.version import ToolVersion
 from selftest.browser import check_page
-from selftest.suite import ROOT
+from selftest.suite import LOCKS_LOCALHOST, ROOT
 
 TOKEN = "hf_preflight_token_41c9e2"
 KEY = "sk-preflight-engine-key-77a0"
@@ -130,6 +130,7 @@ def run_preflight(pytester: pytest.Pytester, *args: str, plan_doc: dict[str, Any
     return Run(read_preflight(json_path), json_path, html_path, junit, output)
 
 
+@LOCKS_LOCALHOST
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_preflight_run_writes_its_report(pytester: pytest.Pytester, workers: list[str]) -> None:
     run = run_preflight(pytester, *workers)
@@ -150,6 +151,7 @@ def test_a_preflight_run_writes_its_report(pytester: pytest.Pytester, workers: l
     assert "infergate: per-node summary" in run.output  # the terminal's table still reads them
 
 
+@LOCKS_LOCALHOST
 def test_each_nodes_model_hash_figures_reach_the_report(pytester: pytest.Pytester) -> None:
     """A full hash of a two-file model on both nodes: each node's files, bytes and cache hits
     in preflight.json, and a row a node on the page."""
@@ -172,6 +174,7 @@ def test_each_nodes_model_hash_figures_reach_the_report(pytester: pytest.Pyteste
 CONTENT = "test_model_content_identical_on_every_node"
 
 
+@LOCKS_LOCALHOST
 def test_a_node_whose_hash_fails_is_named_with_the_files_own_error(
     pytester: pytest.Pytester,
 ) -> None:
@@ -198,6 +201,7 @@ def test_a_node_whose_hash_fails_is_named_with_the_files_own_error(
     assert [n.model_hash for n in run.report.nodes] == [None, None]
 
 
+@LOCKS_LOCALHOST
 def test_no_secret_reaches_the_report_or_junit(pytester: pytest.Pytester) -> None:
     run = run_preflight(pytester, "-n", "2")
     files = {p.name: p.read_text() for p in (run.json_path, run.html_path, run.junit)}
@@ -209,6 +213,7 @@ def test_no_secret_reaches_the_report_or_junit(pytester: pytest.Pytester) -> Non
     assert {stat.S_IMODE(p.stat().st_mode) for p in (run.json_path, run.html_path)} == {0o600}
 
 
+@LOCKS_LOCALHOST
 def test_junit_properties_are_json_under_versioned_names(pytester: pytest.Pytester) -> None:
     run = run_preflight(pytester)
     properties = [
@@ -227,6 +232,7 @@ def test_junit_properties_are_json_under_versioned_names(pytester: pytest.Pytest
     assert {row["node"] for row in rows} == {"n1", "n2"}
 
 
+@LOCKS_LOCALHOST
 def test_the_page_renders_in_a_browser_with_red_cells(pytester: pytest.Pytester) -> None:
     run = run_preflight(pytester)
     seen = check_page(run.html_path, pytester.path / "preflight.png")

@@ -42,7 +42,7 @@ from infergate.fixtures.xdist import WORKER_TEARDOWN_S
 from infergate.interrupts import sigint_deferred
 from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
-from selftest.suite import PHASE_DIRS, ROOT, closed_plan
+from selftest.suite import LOCKS_LOCALHOST, PHASE_DIRS, ROOT, closed_plan
 
 DATA = Path(__file__).parents[1] / "data" / "runs"
 OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
@@ -354,6 +354,7 @@ def test_sigterm_and_sighup_run_teardown_as_ctrl_c_does(tmp_path, number, xdist)
     assert run.returncode == 2, out  # pytest's "interrupted", as for Ctrl-C
 
 
+@LOCKS_LOCALHOST
 def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     """`deploy down` on the plan whose one node is this machine (connection: local), whose
     Docker has no daemon: the node, what Docker said, and the command to finish it."""
@@ -374,6 +375,7 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     assert f"infergate down --run r1 --inventory {plan}" in done.stdout
 
 
+@LOCKS_LOCALHOST
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
     """The plan whose one node is this machine: while another run holds its lock (the real
@@ -446,6 +448,7 @@ def test_a_head_ssh_cannot_reach_is_left_to_the_ssh_tests(pytester, tmp_path):
     assert "node1 (127.0.0.1) is unreachable over SSH" in said.split("cluster lock not taken")[1]
 
 
+@LOCKS_LOCALHOST
 def test_deploy_down_leaves_the_run_that_holds_the_cluster(tmp_path):
     """A run that holds the lock is running: `deploy down --run` of it removes nothing and
     says so (its own teardown removes its containers)."""
