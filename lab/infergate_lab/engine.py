@@ -109,13 +109,34 @@ def serving_alone(
     yields its base URL once /health answers; removed on leaving. OPTIONS: more `docker run`
     options (`--cpuset-cpus 0`)."""
     path = f"{L.MODELS_MOUNTPOINT}/{L.SMOLLM2}"
-    run = ["docker", "run", "-d", "--name", name, "--network", "host",
-           "-v", f"{L.MODELS_MOUNTPOINT}:{L.MODELS_MOUNTPOINT}:ro",
-           "-v", "/root/.cache/vllm:/root/.cache/vllm",  # the node's compile cache
-           "--shm-size", "1g",  # vLLM's shared-memory queues need 160 MiB; docker gives 64
-           "-e", "VLLM_CPU_KVCACHE_SPACE=1",  # GiB; the default would not fit a lab node
-           *options, image, "vllm", "serve", path, "--served-model-name", served,
-           "--max-model-len", "1024", "--port", str(port)]  # fmt: skip
+    run = [
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "-v",
+        f"{L.MODELS_MOUNTPOINT}:{L.MODELS_MOUNTPOINT}:ro",
+        "-v",
+        "/root/.cache/vllm:/root/.cache/vllm",  # the node's compile cache
+        "--shm-size",
+        "1g",  # vLLM's shared-memory queues need 160 MiB; docker gives 64
+        "-e",
+        "VLLM_CPU_KVCACHE_SPACE=1",  # GiB; the default would not fit a lab node
+        *options,
+        image,
+        "vllm",
+        "serve",
+        path,
+        "--served-model-name",
+        served,
+        "--max-model-len",
+        "1024",
+        "--port",
+        str(port),
+    ]
     lab.node_exec(node, ["docker", "rm", "-f", name], check=False)
     lab.node_exec(node, run)
     base = f"http://{lab.spec(node).mgmt_ip}:{port}"
@@ -164,8 +185,9 @@ def _wait_for_health(lab: Lab, node: str, base: str, name: str) -> None:
                 last = f"HTTP {r.status}"
         except (urllib.error.URLError, OSError) as e:
             last = str(e)
-        state = lab.node_exec(node, ["docker", "inspect", "-f", "{{.State.Status}}", name],
-                              check=False).stdout.strip()  # fmt: skip
+        state = lab.node_exec(
+            node, ["docker", "inspect", "-f", "{{.State.Status}}", name], check=False
+        ).stdout.strip()
         if state != "running" or _engine_failed(lab, node, name):
             raise LabError(f"{node}: the server failed ({state}):\n{_logs(lab, node, name)}")
         return None, last
@@ -192,8 +214,13 @@ def _logs(lab: Lab, node: str, name: str) -> str:
 
 def _complete(base: str, served: str, max_tokens: int) -> tuple[str, int]:
     """The greedy completion of the smoke prompt, and how many tokens it has."""
-    body = {"model": served, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens,
-            "temperature": 0, "ignore_eos": True}  # fmt: skip
+    body = {
+        "model": served,
+        "prompt": SMOKE_PROMPT,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
     req = urllib.request.Request(
         f"{base}/v1/completions",
         data=json.dumps(body).encode(),

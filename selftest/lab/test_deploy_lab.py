@@ -67,8 +67,9 @@ def deploy(pytester: pytest.Pytester, plan: Path, *args: str) -> SuiteRun:
 
 def run_containers(lab: Lab) -> dict[str, list[str]]:
     """Containers of any infergate run, per node: a run must leave none."""
-    found = {n: lab.ssh(n, [f"docker ps -aq --filter label={RUN_LABEL}"]).stdout.split()
-             for n in NODES}  # fmt: skip
+    found = {
+        n: lab.ssh(n, [f"docker ps -aq --filter label={RUN_LABEL}"]).stdout.split() for n in NODES
+    }
     return {n: ids for n, ids in found.items() if ids}
 
 
@@ -276,17 +277,30 @@ def node_section(message: str, where: str) -> str:
     """WHERE's problems in a launch failure: its heading and the indented lines under it."""
     lines = message.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith(f"{where}: "))
-    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")),
-               len(lines))  # fmt: skip
+    end = next(
+        (i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")), len(lines)
+    )
     return "\n".join(lines[start:end])
 
 
 def start_suite(pytester: pytest.Pytester, plan: Path, *args: str):
     """The suite in a subprocess we can signal, as run_suite runs it."""
     junit = pytester.path / "junit.xml"
-    argv = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pytest.ini"), "--rootdir",
-            str(ROOT), "-p", "no:cacheprovider", f"--junitxml={junit}", f"--inventory={plan}",
-            *suite_args(pytester, *args), *PHASE_DIRS]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        str(ROOT / "pytest.ini"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        f"--inventory={plan}",
+        *suite_args(pytester, *args),
+        *PHASE_DIRS,
+    ]
     out = (pytester.path / "suite.out").open("w")
     return subprocess.Popen(argv, cwd=pytester.path, stdout=out, stderr=subprocess.STDOUT), junit
 

@@ -45,8 +45,7 @@ def test_log_and_death_arrive_as_they_happen_and_close_ends_every_reader(lab):
     label = ("infergate.selftest", secrets.token_hex(6))
     streams = Streams()
     streams.follow_events("node2", client, "=".join(label))
-    container = client.containers.create(LAB_IMAGE, ["sh", "-c", TALKER],
-                                         labels=dict([label]))  # fmt: skip
+    container = client.containers.create(LAB_IMAGE, ["sh", "-c", TALKER], labels=dict([label]))
     try:
         container.start()
         streams.follow_log("node2", container)

@@ -23,8 +23,9 @@ HUB_PORT = "18080"  # where the test's own listener plays the hub
 
 
 def disk_and_offline(pytester, **kwargs) -> SuiteRun:
-    return run_suite(pytester, "-m", "preflight and not image", "-k", "test_disk or test_offline",
-                     **kwargs)  # fmt: skip
+    return run_suite(
+        pytester, "-m", "preflight and not image", "-k", "test_disk or test_offline", **kwargs
+    )
 
 
 def test_healthy_lab_green(engine_lab, pytester):

@@ -112,8 +112,10 @@ def test_probe_container_gets_the_plans_docker_args_and_runs_the_image_by_id(eng
     data["engine"]["docker_args"] += ["--ulimit", f"memlock={memlock}:{memlock}"]
     inventory = parse_inventory(data)
     with contextlib.ExitStack() as stack:
-        clients = {n.name: stack.enter_context(node_engine(n, config, config.parent))
-                   for n in inventory.nodes}  # fmt: skip
+        clients = {
+            n.name: stack.enter_context(node_engine(n, config, config.parent))
+            for n in inventory.nodes
+        }
         image_id = clients["node1"].images.get(inventory.image.ref).id
         inventory = replace(inventory, image=replace(inventory.image, id=image_id))
 

@@ -24,8 +24,19 @@ IMAGE_FACTS = (
 @pytest.fixture(scope="module")
 def image_facts(lab: Lab, engine: LabEngine) -> list[str]:
     """`vllm --version`, then the SmolLM2 architectures, as the image on node1 reports them."""
-    argv = ["docker", "run", "--rm", "--network", "none", "-v", "/srv/models:/srv/models:ro",
-            engine.image, "sh", "-c", IMAGE_FACTS]  # fmt: skip
+    argv = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-v",
+        "/srv/models:/srv/models:ro",
+        engine.image,
+        "sh",
+        "-c",
+        IMAGE_FACTS,
+    ]
     return lab.node_exec("node1", argv, timeout=300).stdout.splitlines()
 
 

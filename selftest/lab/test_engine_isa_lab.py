@@ -62,8 +62,13 @@ def avx2_image(engine: object, lab: Lab) -> str:
 def measured(engine: LabEngine) -> Measured:
     """`python -m infergate_lab engine --no-models`: the ISA probe in the lab image on the
     first node, as `lab status` then says it (its record, engine_isa.RECORD)."""
-    subprocess.run([sys.executable, "-m", "infergate_lab", "engine", "--no-models"],
-                   cwd=ROOT, check=True, capture_output=True, timeout=1200)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "infergate_lab", "engine", "--no-models"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=1200,
+    )
     found = load_measured()
     assert found is not None, "`infergate_lab engine` saved no record"
     assert found.image_id == engine.image_id, (found, engine)
@@ -73,10 +78,12 @@ def measured(engine: LabEngine) -> Measured:
 def test_engine_isa_is_the_build_vllm_picks_for_this_cpu(measured):
     flags = cpu_flags()
     expected = (
-        "vllm._C" if {"avx512f", "avx512_bf16"} <= flags
-        else "vllm._C_AVX512" if "avx512f" in flags
+        "vllm._C"
+        if {"avx512f", "avx512_bf16"} <= flags
+        else "vllm._C_AVX512"
+        if "avx512f" in flags
         else "vllm._C_AVX2"
-    )  # fmt: skip
+    )
     found = re.fullmatch(r"(?P<isa>.+) \((?P<kernels>\S+)\)", measured.isa)  # EngineIsa's str
     assert found, measured
     assert found["kernels"] == expected, (measured, sorted(f for f in flags if "avx" in f))
@@ -95,8 +102,19 @@ def test_recipe_proves_the_engine_on_a_cpu_without_avx512(avx2_image, lab):
     assert proofs, INSTALL_SCRIPT.read_text()
     mount = f"{INSTALL_SCRIPT.parent}:/mnt/recipe:ro"
     for line in proofs:
-        argv = ["docker", "run", "--rm", "--network", "none", "-v", mount, avx2_image,
-                "sh", "-c", line]  # fmt: skip
+        argv = [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            mount,
+            avx2_image,
+            "sh",
+            "-c",
+            line,
+        ]
         done = lab.node_exec("node1", argv, timeout=300, check=False)
         assert done.returncode == 0, f"{line}\n{done.stderr[-2000:]}"
 
@@ -126,8 +144,16 @@ def test_avx2_engine_passes_the_inference_suite(avx2_server, pytester, tmp_path)
     plan = short_plan(tmp_path, [1])
     report = pytester.path / "report"
     base, _ = avx2_server
-    run = run_suite(pytester, "-m", "inference", "--endpoint", f"{base}/v1",
-                    "--report-dir", str(report), inventory=plan)  # fmt: skip
+    run = run_suite(
+        pytester,
+        "-m",
+        "inference",
+        "--endpoint",
+        f"{base}/v1",
+        "--report-dir",
+        str(report),
+        inventory=plan,
+    )
     assert run.red() == set(), run.output
     levels = json.loads((report / "results.json").read_text())["levels"]
     rates = {lv["concurrency"]: round(lv["output_throughput"], 1) for lv in levels}
@@ -135,6 +161,11 @@ def test_avx2_engine_passes_the_inference_suite(avx2_server, pytester, tmp_path)
 
 
 def test_lab_status_says_the_engine_isa(measured):
-    done = subprocess.run([sys.executable, "-m", "infergate_lab", "status"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "infergate_lab", "status"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert re.search(r"engine \S+ sha256:\w+: AVX", done.stdout), done.stdout

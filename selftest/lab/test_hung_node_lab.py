@@ -110,8 +110,9 @@ def test_a_preflight_with_a_hung_node_names_it_once_and_checks_the_other(
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
     start = time.monotonic()
-    run = run_suite(pytester, "-m", "preflight and not image", "-o", f"timeout={BACKSTOP_S}",
-                    inventory=path)  # fmt: skip
+    run = run_suite(
+        pytester, "-m", "preflight and not image", "-o", f"timeout={BACKSTOP_S}", inventory=path
+    )
     took = time.monotonic() - start
     deadline = PLAN_COMMAND_S + KILL_AFTER_S + CONNECT_S + SSH_GRACE_S
     hung = f"node2 (10.251.0.12) hung: ssh did not return within {deadline} s"

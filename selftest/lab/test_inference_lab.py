@@ -36,8 +36,9 @@ SERVED = "smollm2-135m"  # inventories/lab.yaml's model.served_name
 PORT = 18433
 CONTAINER = "outside-the-suite"
 MODELS = "test_conformance.py::test_models_lists_the_planned_served_name"
-STREAMS = {f"test_conformance.py::test_stream_is_framed_and_ends_with_usage[{p}]"
-           for p in ("chat", "text")}  # fmt: skip
+STREAMS = {
+    f"test_conformance.py::test_stream_is_framed_and_ends_with_usage[{p}]" for p in ("chat", "text")
+}
 USAGE = "test_performance.py::test_usage_counts_the_streamed_tokens"
 DYING_LEVELS = [1, 2, 4]  # the dying server's short plan: two levels after the one it dies in
 COMPLETES = {c: f"test_performance.py::test_every_request_completes[c={c}]" for c in DYING_LEVELS}
@@ -73,8 +74,17 @@ endpoint.Scraper = Recorded
 
 def smoke(pytester: pytest.Pytester, url: str, *args: str, inventory: Path | None = None):
     report = pytester.path / "report"
-    return run_suite(pytester, "-m", "inference", "--endpoint", f"{url}/v1",
-                     "--report-dir", str(report), *args, inventory=inventory)  # fmt: skip
+    return run_suite(
+        pytester,
+        "-m",
+        "inference",
+        "--endpoint",
+        f"{url}/v1",
+        "--report-dir",
+        str(report),
+        *args,
+        inventory=inventory,
+    )
 
 
 def short_plan(tmp_path: Path, concurrency: list[int]) -> Path:
@@ -157,9 +167,15 @@ def test_prompts_have_their_planned_length_in_the_servers_own_tokens(server):
     """vLLM's /tokenize and /detokenize at the server root build the prompts: each is as
     long as planned in SmolLM2's tokens, and each begins with a token of its own."""
     prompts = build_prompts(server, SERVED, 12, 64, 8, 0.25, seed=3)
-    counted = [post_json(server, "/tokenize", {"model": SERVED, "prompt": p.text,
-                                               "add_special_tokens": False}, 30)
-               for p in prompts]  # fmt: skip
+    counted = [
+        post_json(
+            server,
+            "/tokenize",
+            {"model": SERVED, "prompt": p.text, "add_special_tokens": False},
+            30,
+        )
+        for p in prompts
+    ]
     tokens = [reply["tokens"] for _, reply in counted]
     assert [len(t) for t in tokens] == [p.input_tokens for p in prompts]
     assert all(48 <= p.input_tokens <= 80 for p in prompts), [p.input_tokens for p in prompts]
@@ -241,8 +257,10 @@ def test_repeated_prompt_is_served_from_the_prefix_cache_sooner(server: str):
         again_ttft.append(record.ttft_s or 0.0)
         again_hits.append(hit)
     fresh, again = statistics.median(fresh_ttft), statistics.median(again_ttft)
-    seen = (f"median TTFT new {fresh * 1000:.1f} ms, repeated {again * 1000:.1f} ms; "
-            f"hit tokens new {fresh_hits}, repeated {again_hits}")  # fmt: skip
+    seen = (
+        f"median TTFT new {fresh * 1000:.1f} ms, repeated {again * 1000:.1f} ms; "
+        f"hit tokens new {fresh_hits}, repeated {again_hits}"
+    )
     print(seen)
     assert fresh_hits == [0.0] * PAIRS, seen  # the template's shared prefix is under a block
     assert min(again_hits) >= INPUT_TOKENS, seen  # all six blocks, every time

@@ -112,8 +112,11 @@ def test_installed_preflight_agrees_with_the_clone(venv, user_repo, healthy_pref
 
 
 def test_the_user_repo_imports_the_installed_package(venv, user_repo):
-    where = sh(["python", "-c", "import infergate.fixtures.plugin as p; print(p.__file__)"],
-               user_repo, user_env(venv))  # fmt: skip
+    where = sh(
+        ["python", "-c", "import infergate.fixtures.plugin as p; print(p.__file__)"],
+        user_repo,
+        user_env(venv),
+    )
     assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
 
 

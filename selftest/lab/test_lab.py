@@ -61,8 +61,17 @@ def test_each_node_runs_its_own_docker_engine(lab):
 
 def test_docker_run_of_a_local_image_runs_inside_the_node(lab):
     image = lab.make_image("node1")
-    argv = ["docker", "run", "--rm", "--network", "host", image, "sh", "-c",
-            "hostname; cat /sys/class/net/fab0/mtu"]  # fmt: skip
+    argv = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        image,
+        "sh",
+        "-c",
+        "hostname; cat /sys/class/net/fab0/mtu",
+    ]
     assert lab.node_exec("node1", argv).stdout.split() == ["node1", "1500"]
 
 
@@ -76,8 +85,9 @@ def test_node_processes_are_in_the_node_memory_cgroup(lab):
 
 def test_nodes_reach_each_other_over_the_fabric_and_the_host_does_not(lab):
     assert fabric_ping(lab, "node1", "10.252.0.12")
-    host = subprocess.run(["ping", "-c", "1", "-W", "1", "10.252.0.12"], capture_output=True,
-                          timeout=10, check=False)  # fmt: skip
+    host = subprocess.run(
+        ["ping", "-c", "1", "-W", "1", "10.252.0.12"], capture_output=True, timeout=10, check=False
+    )
     assert host.returncode != 0
 
 
@@ -182,8 +192,10 @@ def test_render_inventory_2_parses_to_the_shipped_plan():
 def test_render_inventory_makes_node1_head_and_the_rest_workers():
     plan = yaml.safe_load(render_inventory(3))
     assert [(n["name"], n["roles"]) for n in plan["nodes"]] == [
-        ("node1", ["head"]), ("node2", ["worker"]), ("node3", ["worker"]),
-    ]  # fmt: skip
+        ("node1", ["head"]),
+        ("node2", ["worker"]),
+        ("node3", ["worker"]),
+    ]
     assert plan["engine"]["dist_init_addr"] == "10.252.0.11"
 
 

@@ -103,8 +103,17 @@ def test_secrets_show_nowhere_in_a_real_launch(engine_lab, pytester, tmp_path):
     folder = pytester.mkdir("tests_inference")
     (folder / "conftest.py").write_text("")
     (folder / "test_errors_on_purpose.py").write_text(ON_PURPOSE)
-    args = suite_args(pytester, "-m", "deploy or inference", "-vvv", "--showlocals",
-                      "--log-level=DEBUG", "-o", "log_cli=true", str(folder))  # fmt: skip
+    args = suite_args(
+        pytester,
+        "-m",
+        "deploy or inference",
+        "-vvv",
+        "--showlocals",
+        "--log-level=DEBUG",
+        "-o",
+        "log_cli=true",
+        str(folder),
+    )
     with sampling_ps(engine_lab) as samples:
         run = run_suite(pytester, *args, inventory=plan)
     assert "INTERNALERROR" not in run.output, run.output
@@ -122,8 +131,7 @@ def test_secrets_show_nowhere_in_a_real_launch(engine_lab, pytester, tmp_path):
     assert "sending the API key from engine.flags --api-key" in log, log
     files = [p for p in report.rglob("*") if p.is_file()]
     texts = {str(p): p.read_bytes().decode(errors="replace") for p in files}
-    texts |= {"terminal": run.output, "junit": (pytester.path / "junit.xml").read_text(),
-              "ps": ps}  # fmt: skip
+    texts |= {"terminal": run.output, "junit": (pytester.path / "junit.xml").read_text(), "ps": ps}
     assert hits(texts) == []
     assert "results.json" in {p.name for p in files}
     # the engines got them: in their env, which docker inspect shows (hidden in the evidence)

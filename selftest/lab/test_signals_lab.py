@@ -35,10 +35,23 @@ class Suite:
         self.dir = pytester.path / name
         self.dir.mkdir()
         self.junit, self.out = self.dir / "junit.xml", self.dir / "suite.out"
-        argv = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pytest.ini"), "--rootdir",
-                str(ROOT), "-p", "no:cacheprovider", f"--junitxml={self.junit}",
-                f"--inventory={plan}", "--report-dir", str(self.dir / "report"), *args,
-                *PHASE_DIRS]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(ROOT / "pytest.ini"),
+            "--rootdir",
+            str(ROOT),
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={self.junit}",
+            f"--inventory={plan}",
+            "--report-dir",
+            str(self.dir / "report"),
+            *args,
+            *PHASE_DIRS,
+        ]
         with self.out.open("w") as out:
             self.proc = subprocess.Popen(argv, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT)
 
@@ -178,8 +191,9 @@ def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_dow
     assert " ".join(down) in message
     assert f"container {FOREIGN} (image" in message  # the foreign one, as before
     command = [str(Path(sys.executable).with_name("infergate")), *down[1:]]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"node1 (10.251.0.11): removed 1 container(s)\n  - infergate-node1-{run_id} " in (
         done.stdout
@@ -187,7 +201,8 @@ def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_dow
     assert "node2 (10.251.0.12): removed 1 container(s)" in done.stdout
     assert left_on_nodes(engine_lab) == {}
     assert foreign_running(engine_lab), "deploy down stopped a container of no run"
-    again = subprocess.run(command, cwd=ROOT, capture_output=True,
-                           text=True, timeout=180, check=False)  # fmt: skip
+    again = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False
+    )
     assert again.returncode == 0
     assert "node1 (10.251.0.11): removed 0 container(s)" in again.stdout

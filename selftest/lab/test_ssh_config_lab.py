@@ -68,8 +68,11 @@ def test_unverified_plan_pins_the_first_key_in_its_own_file(masters):
     lab_known = Path(LAB.nodes[0].ssh.known_hosts or "").read_text().splitlines()
     node1 = next(line for line in lab_known if line.startswith("10.251.0.11 "))
     own.write_text(node1.replace("10.251.0.11", "10.251.0.12", 1) + "\n")
-    with pytest.raises(NodeUnreachable, match=r"^node2 \(10\.251\.0\.12\) is unreachable over "
-                       "SSH: the host key CHANGED"):  # fmt: skip
+    with pytest.raises(
+        NodeUnreachable,
+        match=r"^node2 \(10\.251\.0\.12\) is unreachable over "
+        "SSH: the host key CHANGED",
+    ):
         remote(lax, masters, "changed", own).run("hostname")
 
 
@@ -80,8 +83,11 @@ def test_a_master_opened_by_a_lax_plan_does_not_serve_a_strict_one(masters):
     empty = masters / "known_hosts-empty"
     empty.write_text("")
     strict = plan_with(verify_host_key=True, known_hosts=str(empty))
-    with pytest.raises(NodeUnreachable, match=r"^node2 \(10\.251\.0\.12\) is unreachable over "
-                       "SSH: no host key for 10.251.0.12 in "):  # fmt: skip
+    with pytest.raises(
+        NodeUnreachable,
+        match=r"^node2 \(10\.251\.0\.12\) is unreachable over "
+        "SSH: no host key for 10.251.0.12 in ",
+    ):
         remote(strict, masters, "strict", own).run("hostname")
 
 
