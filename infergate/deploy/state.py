@@ -25,12 +25,7 @@ from infergate.plan.apikey import ApiKey, redact
 from infergate.plan.model import Node
 from infergate.problems import Problem
 from infergate.remote.docker_api import EngineUnreachable
-
-
-class Ran(Protocol):
-    exit_status: int
-    stdout: str
-    stderr: str
+from infergate.remote.ssh import Ran
 
 
 class NodeIo(Protocol):
@@ -43,15 +38,6 @@ class NodeIo(Protocol):
 
 
 Say = Callable[[str], None]
-
-
-@dataclass
-class Heard:
-    """What a node said, as `Ran` reads it (redacted)."""
-
-    exit_status: int
-    stdout: str
-    stderr: str
 
 
 @dataclass(frozen=True)
@@ -143,6 +129,6 @@ def hiding(io: NodeIo, hide: Callable[[str], str]) -> NodeIo:
 
     def run(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:
         done = io(node, command, timeout_s, input)
-        return Heard(done.exit_status, hide(done.stdout), hide(done.stderr))
+        return Ran(done.exit_status, hide(done.stdout), hide(done.stderr))
 
     return run

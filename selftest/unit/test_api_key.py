@@ -17,7 +17,7 @@ import yaml
 from infergate.deploy.api import http_get
 from infergate.deploy.executor import Deployment
 from infergate.deploy.failure import LaunchFailed
-from infergate.deploy.state import DeployOptions, Heard, NodeIo, Ran
+from infergate.deploy.state import DeployOptions, NodeIo
 from infergate.engines.launch import HttpReady, Launch
 from infergate.fixtures.inventory import load_inventory
 from infergate.inference import client
@@ -32,6 +32,7 @@ from infergate.plan.apikey import (
     resolve_api_key,
 )
 from infergate.plan.model import parse_inventory
+from infergate.remote.ssh import Ran
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import ROOT, closed_plan, run_suite
@@ -184,7 +185,7 @@ def local_io(node: str, command: str, timeout_s: float, input: str | None = None
     done = subprocess.run(
         ["sh", "-c", command], capture_output=True, text=True, timeout=timeout_s, input=input
     )
-    return Heard(done.returncode, done.stdout, done.stderr)
+    return Ran(done.returncode, done.stdout, done.stderr)
 
 
 def echo_key(node: str, command: str, timeout_s: float, input: str | None = None) -> Ran:

@@ -19,11 +19,12 @@ import requests
 
 from infergate.deploy.api import HttpAnswer, http_get
 from infergate.deploy.executor import Deployment
-from infergate.deploy.state import DeployOptions, Heard
+from infergate.deploy.state import DeployOptions
 from infergate.engines.launch import HttpReady, Launch
 from infergate.inference import client, plan
 from infergate.plan.apikey import ApiKey
 from infergate.remote import http_session
+from infergate.remote.ssh import Ran
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
 
@@ -196,7 +197,7 @@ def test_the_readiness_gate_verifies_against_the_ca_bundle(
     launch = Launch("vllm", "run1", url(server, "https"), "tiny", {"node1": "c1"}, (gate,), ())
     said: list[str] = []
     options = DeployOptions(ca_bundle=cert)
-    Deployment(launch, {}, lambda *_: Heard(0, "", ""), said.append, options).perform()
+    Deployment(launch, {}, lambda *_: Ran(0, "", ""), said.append, options).perform()
     assert said[-1].endswith("ready: " + url(server, "https") + "/v1")
 
 

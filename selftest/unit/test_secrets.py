@@ -20,7 +20,7 @@ import yaml
 
 from infergate.checks.inimage import probe_command
 from infergate.deploy.executor import Deployment
-from infergate.deploy.state import DeployOptions, Heard, Ran
+from infergate.deploy.state import DeployOptions
 from infergate.engines.launch import ClusterJoined, Exec, Launch, Start
 from infergate.engines.registry import plan_launch
 from infergate.plan.apikey import HIDDEN, redact
@@ -33,6 +33,7 @@ from infergate.plan.secrets import (
     write_private,
 )
 from infergate.preflight.in_image import _probe
+from infergate.remote.ssh import Ran
 from selftest.suite import LAB_PLAN, ROOT, closed_plan
 
 TOKEN = "hf_secret_token_7f3a9c"
@@ -256,7 +257,7 @@ def inspect_io(node: str, command: str, timeout_s: float, input: str | None = No
     kernel's OOM lines; the container's log and inspection come from the Engine API, and
     test_secrets_lab proves them hidden on a real launch)."""
     done = subprocess.run(["sh", "-c", f"echo HF_TOKEN={TOKEN}"], capture_output=True, text=True)
-    return Heard(done.returncode, done.stdout, done.stderr)
+    return Ran(done.returncode, done.stdout, done.stderr)
 
 
 def test_the_evidence_hides_the_plan_secrets_and_is_private(tmp_path: Path) -> None:
