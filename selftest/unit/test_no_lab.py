@@ -53,7 +53,8 @@ def test_ssh_G_prints_a_lab_address_without_going_there():
 def test_a_unit_test_that_asks_ssh_for_a_lab_fails(pytester: pytest.Pytester) -> None:
     pytester.makeconftest((UNIT / "conftest.py").read_text())
     pytester.makepyfile(test_reaching=REACHING)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:infergate")
+    # -rN: no short summary, whose lines repeat the errors (whole where CI is set)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:infergate", "-rN")
     result.assert_outcomes(passed=5, errors=3)
     output = result.stdout.str()
     assert output.count("a unit test asked ssh for a lab") == 3, output
