@@ -57,6 +57,16 @@ def plan_file(tmp_path: Path, change=None, base: Path = TP2) -> Path:
     return path
 
 
+SHORT = 4  # requests a level of a short sweep
+
+
+def short_sweep(plan: dict, concurrency: tuple[int, ...] = (1, SHORT)) -> None:
+    """SHORT requests of 16 tokens a level: every output and picture of the report in CI's
+    time; where a defect shows in any level, a longer sweep only costs time."""
+    sweep = {"concurrency": list(concurrency), "requests_per_level": SHORT, "output_tokens": 16}
+    plan["inference"].update(sweep)
+
+
 def suite_args(pytester: pytest.Pytester, *args: str) -> list[str]:
     return ["--report-dir", str(pytester.path / "report"), *args]
 
@@ -101,11 +111,11 @@ def launch_failure(run: SuiteRun) -> str:
 # --- healthy ------------------------------------------------------------------------------
 
 
-def test_healthy_launch_serves_then_leaves_only_what_it_found(engine_lab, pytester):
+def test_healthy_launch_serves_then_leaves_only_what_it_found(engine_lab, pytester, tmp_path):
     """Also the backstop never undercuts the plan: the launch outlasts it and passes."""
     engine_lab.apply_fault("foreign-container", "node1", "0.2")
     args = suite_args(pytester, "-m", "deploy or inference", *BACKSTOP)
-    run = run_suite(pytester, *args, inventory=TP2)
+    run = run_suite(pytester, *args, inventory=plan_file(tmp_path, short_sweep))
     assert run.red() == set(), run.output
     assert PYTEST_TIMEOUT not in run.output
     assert ready_after(pytester) > 5 * 2, "the launch hardly outlasted the backstop"
@@ -180,10 +190,12 @@ def test_memory_held_on_one_node_is_named(engine_lab, pytester, tmp_path):
 
 
 def test_link_down_during_init_fails_within_the_init_deadline(engine_lab, pytester):
-    proc, junit = start_suite(pytester, TP2, "-m", "deploy")
+    """Under the backstop too: the red is infergate's own, a minute after pytest-timeout's 5 s."""
+    proc, junit = start_suite(pytester, TP2, "-m", "deploy", *BACKSTOP)
     wait_for_line(pytester, "node2 (10.251.0.12): started", proc)
     engine_lab.apply_fault("link-down", "node2")
     proc.wait(timeout=DEADLINE["dist_init_timeout_s"] + 120)
+    assert PYTEST_TIMEOUT not in (pytester.path / "suite.out").read_text()
     message = read_junit(junit)[JOINED].message
     # whichever gives up first after 60 s (the head waiting for "clients", by the plan's
     # --distributed-timeout-seconds, or node2's store client, by its retries' random backoff),

@@ -27,7 +27,7 @@ from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped
 from selftest.browser import check_page
-from selftest.lab.test_deploy_lab import plan_file
+from selftest.lab.test_deploy_lab import SHORT, plan_file, short_sweep
 from selftest.suite import LAB_PLAN, SuiteRun, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
@@ -88,15 +88,10 @@ def smoke(pytester: pytest.Pytester, url: str, *args: str, inventory: Path | Non
 
 
 def short_plan(tmp_path: Path, concurrency: list[int]) -> Path:
-    """The lab plan with 4 requests a level at CONCURRENCY: where a defect shows in any level,
-    a sweep of 16 a level only costs time."""
-
-    def change(plan: dict) -> None:
-        plan["inference"].update(concurrency=concurrency, requests_per_level=4)
-
-    return plan_file(tmp_path, change, base=LAB_PLAN)
+    return plan_file(tmp_path, lambda plan: short_sweep(plan, tuple(concurrency)), base=LAB_PLAN)
 
 
+LABELS = ["c=1", f"c={SHORT}", "4 req/s"]  # c = 4 sends its level at once: several run
 GOODPUT = "test_performance.py::test_goodput_meets_the_slo[c=1]"
 OPEN_LOOP = "test_performance.py::test_every_request_completes[4 req/s]"
 PICTURES = (  # words of the report's pictures' alt texts
@@ -110,10 +105,12 @@ PICTURES = (  # words of the report's pictures' alt texts
 
 
 def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
-    plan = tmp_path / "plan.yaml"  # an SLO any server that answers meets: the gate runs green
-    text = LAB_PLAN.read_text()
-    more = "  slo: {e2e_ms: 600000, min_goodput_fraction: 1}\n  request_rates: [4]\n"
-    plan.write_text(text.replace("\ninference:\n", f"\ninference:\n{more}"))
+    def change(plan: dict) -> None:  # an SLO any server that answers meets: the gate runs green
+        short_sweep(plan)
+        plan["inference"].update(slo={"e2e_ms": 600000, "min_goodput_fraction": 1})
+        plan["inference"].update(request_rates=[4])
+
+    plan = plan_file(tmp_path, change, base=LAB_PLAN)
     pytester.makepyfile(scrapes=SCRAPES)
     run = smoke(pytester, server, "-p", "scrapes", inventory=plan)
     assert run.red() == set(), run.output
@@ -133,11 +130,10 @@ def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     sent = sum(s.completed + s.failed for s in levels)
     assert len((report / "requests.jsonl").read_text().splitlines()) == sent
     assert (report / "results.csv").read_text().count("\n") == len(levels) + 1
-    for c in (1, 4, 16):  # the plan's levels, 16 requests each, said as they end
-        assert f"c={c}: 16/16 done, " in run.output, run.output
-    assert "4 req/s: 16/16 done, " in run.output
-    assert "prompts: 66 from http://" in run.output  # 2 warm-up + 4 x 16, with the tokenizer
-    assert [s.label for s in levels] == ["c=1", "c=4", "c=16", "4 req/s"]
+    for level in LABELS:  # said as they end
+        assert f"{level}: {SHORT}/{SHORT} done, " in run.output, run.output
+    assert f"prompts: {2 + 3 * SHORT} from http://" in run.output  # warm-up 2, tokenized
+    assert [s.label for s in levels] == LABELS
     assert "engine /metrics: none recorded" not in run.output
     scrapes_follow_the_levels(pytester.path / "scrapes.json")
     seen = check_page(report / "report.html", tmp_path / "report.png")
@@ -156,8 +152,8 @@ def scrapes_follow_the_levels(path: Path) -> None:
     scraped = json.loads(path.read_text())
     samples = scraped["samples"]
     assert scraped["problem"] == "", scraped["problem"]
-    assert {s["level"] for s in samples} == {"c=1", "c=4", "c=16", "4 req/s"}, samples
-    assert max(s["values"]["running"] for s in samples if s["level"] == "c=16") >= 2, samples
+    assert {s["level"] for s in samples} == set(LABELS), samples
+    assert max(s["values"]["running"] for s in samples if s["level"] == LABELS[1]) >= 2, samples
     assert max(s["values"]["kv_cache_usage"] for s in samples) > 0, samples
     assert {"waiting", "preemptions"} <= set(samples[0]["values"])
     assert [s["t_s"] for s in samples] == sorted(s["t_s"] for s in samples)
@@ -204,16 +200,16 @@ def test_streams_without_usage_are_red(server, pytester, tmp_path):
 # vLLM V1 caches prefixes by default (vllm/engine/arg_utils.py: enable_prefix_caching falls to
 # the model's default, on for generative models; only RISC-V CPUs turn it off), in full KV
 # blocks; the CPU backend's block is 128 tokens unless set (vllm/platforms/cpu.py). A prompt
-# shorter than a block can never hit, so these prompts are six blocks long. Counters:
+# shorter than a block can never hit, so these prompts are three blocks long. Counters:
 # `vllm:prefix_cache_queries` and `vllm:prefix_cache_hits`, in tokens (vllm/v1/metrics/
 # loggers.py), exposed with prometheus_client's `_total` suffix. The suite's runs on this
 # server before share no block with these prompts: theirs are other random words (seed 0).
 BLOCK = 128  # tokens per KV block on vLLM's CPU backend
-INPUT_TOKENS = 6 * BLOCK  # with the chat template, six full blocks to hit; max-model-len 1024
-PAIRS = 15  # one new and one repeated request each, alternating: drift hits both alike
-# The repeat skips the prefill of 768 of its ~800 tokens, which is most of a new prompt's TTFT
-# on this CPU engine: measured with AVX-512 kernels, medians of 15, new 559 ms, repeated 46 ms
-# (0.08x). A repeat slower than half a new prompt means the cache did not serve it.
+INPUT_TOKENS = 3 * BLOCK  # with the chat template, three full blocks to hit
+PAIRS = 5  # one new and one repeated request each, alternating: drift hits both alike
+# The repeat skips the prefill of 384 of its ~416 tokens, most of a new prompt's TTFT on this
+# CPU engine (six blocks with AVX-512 kernels, medians of 15: new 559 ms, repeated 46 ms, 0.08x).
+# A repeat slower than half a new prompt means the cache did not serve it.
 MARGIN = 0.5
 QUERIES, HITS = "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"
 
@@ -263,7 +259,7 @@ def test_repeated_prompt_is_served_from_the_prefix_cache_sooner(server: str):
     )
     print(seen)
     assert fresh_hits == [0.0] * PAIRS, seen  # the template's shared prefix is under a block
-    assert min(again_hits) >= INPUT_TOKENS, seen  # all six blocks, every time
+    assert min(again_hits) >= INPUT_TOKENS, seen  # all three blocks, every time
     assert again < MARGIN * fresh, seen
 
 

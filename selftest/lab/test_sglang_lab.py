@@ -24,6 +24,7 @@ from selftest.lab.test_deploy_lab import (
     detected_after,
     plan_file,
     run_containers,
+    short_sweep,
     suite_args,
 )
 from selftest.suite import ROOT, SuiteRun, run_suite
@@ -83,12 +84,11 @@ def sglang(engine: LabEngine, lab: Lab) -> LabEngine:
 
 
 def short_plan(tmp_path: Path, **thresholds: int) -> Path:
-    """The SGLang plan with a short sweep (two levels of 8: this machine's CI time) and
-    THRESHOLDS changed."""
+    """The SGLang plan with a short sweep and THRESHOLDS changed."""
 
     def change(plan: dict) -> None:
         plan["thresholds"].update(thresholds)
-        plan["inference"].update(concurrency=[1, 4], requests_per_level=8)
+        short_sweep(plan)
 
     return plan_file(tmp_path, change, base=PLAN)
 

@@ -49,7 +49,7 @@ def test_a_command_that_outlives_timeout_is_named_at_the_local_deadline(tmp_path
     start = time.monotonic()
     with pytest.raises(NodeHung, match=r"^node1 \(10\.251\.0\.11\) hung"):
         remote.run("true")
-    assert time.monotonic() - start < 0.1, "the second command waited again"
+    assert time.monotonic() - start < 1, "the second command waited again"
 
 
 def test_input_goes_to_the_command_stdin_not_its_argv():
