@@ -45,7 +45,7 @@ demo-sglang: $(BIN)/.installed
 # lab). Each pytest run lists its slowest tests. A failed lint stops here; a failed unit part
 # still runs the lab's, and fails at the end.
 SPLIT := $(VENV)/test-split.txt
-PYTEST_TIMED := $(BIN)/pytest --durations=15
+PYTEST_TIMED := $(BIN)/pytest --durations=30
 # $(call timed,PART,COMMAND): COMMAND, then PART's wall time (and FAILED with its exit
 # status, pytest's 5 for "no tests collected" too) on a line of its own, kept in $(SPLIT)
 timed = start=$$(date +%s); $(2); rc=$$?; \
