@@ -104,10 +104,11 @@ def serving_alone(
     name: str = SMOKE_CONTAINER,
     image: str = IMAGE,
     options: Sequence[str] = (),
+    serve: Sequence[str] = (),
 ) -> Iterator[str]:
     """SmolLM2 served by one `vllm serve` on the node, outside any suite run (no run label):
     yields its base URL once /health answers; removed on leaving. OPTIONS: more `docker run`
-    options (`--cpuset-cpus 0`)."""
+    options (`--cpuset-cpus 0`); SERVE: more `vllm serve` arguments (`--enforce-eager`)."""
     path = f"{L.MODELS_MOUNTPOINT}/{L.SMOLLM2}"
     run = [
         "docker",
@@ -136,6 +137,7 @@ def serving_alone(
         "1024",
         "--port",
         str(port),
+        *serve,
     ]
     lab.node_exec(node, ["docker", "rm", "-f", name], check=False)
     lab.node_exec(node, run)

@@ -5,7 +5,7 @@ the server dying mid-run. On the same server, the prefix-cache effect, which is 
 sends distinct prompts: a prompt the engine has seen is answered sooner than a new one of the
 same length, and the engine's own counters say it served the repeat from its cache.
 
-One server for the module (a start-up is minutes on AVX2); the test that kills it runs last."""
+One server for the module; the test that kills it runs last."""
 
 from __future__ import annotations
 
@@ -40,14 +40,16 @@ STREAMS = {
     f"test_conformance.py::test_stream_is_framed_and_ends_with_usage[{p}]" for p in ("chat", "text")
 }
 USAGE = "test_performance.py::test_usage_counts_the_streamed_tokens"
+USAGE_TESTS = "stream_is_framed or usage_counts"  # the tests that read a stream's usage
 DYING_LEVELS = [1, 2, 4]  # the dying server's short plan: two levels after the one it dies in
 COMPLETES = {c: f"test_performance.py::test_every_request_completes[c={c}]" for c in DYING_LEVELS}
 
 
 @pytest.fixture(scope="module")
 def server(engine: object, lab: Lab) -> Iterator[str]:
-    """SmolLM2 served alone on node1 by `docker run`, outside any suite run."""
-    with serving_alone(lab, "node1", SERVED, PORT, CONTAINER) as base:
+    """SmolLM2 served alone on node1 by `docker run`, outside any suite run; eager (no
+    torch.compile): these tests judge what it serves, and it starts minutes sooner on AVX2."""
+    with serving_alone(lab, "node1", SERVED, PORT, CONTAINER, serve=["--enforce-eager"]) as base:
         yield base
 
 
@@ -191,7 +193,7 @@ def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
 
 def test_streams_without_usage_are_red(server, pytester, tmp_path):
     with usage_stripped(server) as proxy:
-        run = smoke(pytester, proxy, inventory=short_plan(tmp_path, [1]))
+        run = smoke(pytester, proxy, "-k", USAGE_TESTS, inventory=short_plan(tmp_path, [1]))
     assert STREAMS | {USAGE} <= run.red(), run.output
     assert "usage" in run.message(sorted(STREAMS)[0])
     assert "without usage" in run.message(USAGE)

@@ -1,4 +1,5 @@
-"""A real launch in the lab (its TP 2 plan) with the plan's secrets: HF_TOKEN (and a variable
+"""The healthy launch in the lab (its TP 2 plan, a foreign container beside it, under the
+5 s backstop: test_deploy_lab's facts) with the plan's secrets: HF_TOKEN (and a variable
 the plan marks, and a node's own password) in the env, an API key in engine.flags, which the
 suite sends. The engine gets them (the launch passes tests_deploy and a short inference only
 if vLLM serves with the key), yet none shows anywhere: not in `ps` on either node or on the
@@ -21,7 +22,14 @@ import pytest
 
 from infergate.plan.apikey import HIDDEN
 from infergate_lab import Lab
-from selftest.lab.test_deploy_lab import NODES, plan_file, run_containers, suite_args
+from selftest.lab.test_deploy_lab import (
+    BACKSTOP,
+    NODES,
+    plan_file,
+    served_and_left_only_what_it_found,
+    short_sweep,
+    suite_args,
+)
 from selftest.suite import run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
@@ -65,7 +73,7 @@ def secret_plan(plan: dict) -> None:
     engine["env"].update(HF_TOKEN=TOKEN, LAB_CREDENTIAL=MARKED)
     engine["secret_env"] = ["LAB_CREDENTIAL"]
     plan["nodes"][1]["env"] = {"DB_PASSWORD": NODE_PASS}
-    plan["inference"].update(concurrency=[1], requests_per_level=2)
+    short_sweep(plan)
 
 
 @contextmanager
@@ -98,7 +106,8 @@ def hits(texts: dict[str, str]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.usefixtures("no_key_in_the_environment")  # the key sent is the plan's
-def test_secrets_show_nowhere_in_a_real_launch(engine_lab, pytester, tmp_path):
+def test_healthy_launch_serves_with_secrets_shown_nowhere(engine_lab, pytester, tmp_path):
+    engine_lab.apply_fault("foreign-container", "node1", "0.2")
     plan = plan_file(tmp_path, secret_plan)
     folder = pytester.mkdir("tests_inference")
     (folder / "conftest.py").write_text("")
@@ -107,6 +116,7 @@ def test_secrets_show_nowhere_in_a_real_launch(engine_lab, pytester, tmp_path):
         pytester,
         "-m",
         "deploy or inference",
+        *BACKSTOP,
         "-vvv",
         "--showlocals",
         "--log-level=DEBUG",
@@ -123,6 +133,7 @@ def test_secrets_show_nowhere_in_a_real_launch(engine_lab, pytester, tmp_path):
     assert passed >= SERVED_WITH_THE_KEY, run.output
     assert HIDDEN in run.message(ERRS)
     assert "live log" in run.output
+    served_and_left_only_what_it_found(run, pytester, engine_lab)
 
     ps = "\n".join(samples)
     assert "vllm serve" in ps, "the samples missed the engine's life"
@@ -143,4 +154,3 @@ def test_secrets_show_nowhere_in_a_real_launch(engine_lab, pytester, tmp_path):
 
     modes = {str(p): stat.S_IMODE(p.stat().st_mode) for p in [report, *report.rglob("*")]}
     assert {p: m for p, m in modes.items() if m != (0o700 if Path(p).is_dir() else 0o600)} == {}
-    assert run_containers(engine_lab) == {}

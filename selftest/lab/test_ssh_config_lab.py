@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.fixtures.hosts import testinfra_host
+from infergate.fixtures import hosts
 from infergate.plan.model import Inventory, parse_inventory
 from infergate.remote.ssh import NodeUnreachable, Remote
 from infergate.remote.ssh_config import ssh_config
@@ -92,7 +92,7 @@ def test_a_master_opened_by_a_lax_plan_does_not_serve_a_strict_one(masters):
 
 
 def test_testinfra_modules_reach_the_node_through_the_same_config(masters):
-    host = testinfra_host(remote(plan_with(), masters, "testinfra", masters / "unused"))
+    host = hosts.testinfra_host(remote(plan_with(), masters, "testinfra", masters / "unused"))
     assert host.run("hostname").stdout == "node2\n"
     assert host.file("/proc/sys/kernel/hostname").content_string == "node2\n"
 
