@@ -3,6 +3,10 @@ the plan a unit test runs it on, whose nodes no run can reach."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # pytester runs in a temporary directory, where pytest.ini's testpaths do not apply
 PHASE_DIRS = [str(ROOT / d) for d in ("tests_preflight", "tests_deploy", "tests_inference")]
 LAB_PLAN = ROOT / "inventories" / "lab.yaml"
+# the project's pytest.ini and rootdir from any folder, with no cache written into the checkout
+PROJECT_CONFIG = ("-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider")
 CLOSED_PORT = 9  # discard: no sshd listens there on a loopback address
 # on the unit tests whose runs take or hold the real cluster lock of a plan whose head is this
 # machine (/run/infergate/lock/localhost): under -n, one worker runs them, one at a time
@@ -48,18 +54,60 @@ def run_suite(pytester: pytest.Pytester, *args: str, inventory: Path | None = No
     if not any(a.startswith("--report-dir") for a in args):
         inv += ["--report-dir", str(pytester.path / "reports")]
     result = pytester.runpytest_subprocess(
-        "-c",
-        str(ROOT / "pytest.ini"),
-        "--rootdir",
-        str(ROOT),
-        "-p",
-        "no:cacheprovider",
+        *PROJECT_CONFIG,
         f"--junitxml={junit}",
         *inv,
         *args,
         *PHASE_DIRS,
     )
     return SuiteRun(read_junit(junit), result.stdout.str())
+
+
+class SuiteProcess:
+    """The suite in a subprocess of its own, with its own report dir and output."""
+
+    def __init__(self, pytester: pytest.Pytester, name: str, plan: Path, *args: str) -> None:
+        self.dir = pytester.path / name
+        self.dir.mkdir()
+        self.junit, self.out = self.dir / "junit.xml", self.dir / "suite.out"
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *PROJECT_CONFIG,
+            f"--junitxml={self.junit}",
+            f"--inventory={plan}",
+            "--report-dir",
+            str(self.dir / "report"),
+            *args,
+            *PHASE_DIRS,
+        ]
+        with self.out.open("w") as out:
+            self.proc = subprocess.Popen(argv, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.out.read_text()
+
+    def wait_for(self, pattern: str, timeout_s: float = 180) -> re.Match[str]:
+        """A line of the deploy log or the output, matching PATTERN."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end and self.proc.poll() is None:
+            log = self.dir / "report" / "deploy.log"
+            text = self.output() + (log.read_text() if log.exists() else "")
+            if found := re.search(pattern, text):
+                return found
+            time.sleep(0.2)
+        raise AssertionError(f"never saw {pattern!r}:\n{self.output()[-3000:]}")
+
+    def run_id(self) -> str:
+        return self.wait_for(r"cluster lock on \S+ \(\S+\) taken by run (\S+)").group(1)
+
+    def end(self, number: int, timeout_s: float = 120) -> float:
+        """Send NUMBER, wait for the exit; seconds it took."""
+        sent = time.monotonic()
+        self.proc.send_signal(number)
+        self.proc.wait(timeout=timeout_s)
+        return time.monotonic() - sent
 
 
 def closed_plan(folder: Path, data: dict[str, Any] | None = None) -> Path:

@@ -13,9 +13,6 @@ AVX-512 kernels)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,7 +30,7 @@ from infergate.plan.model import Inventory, parse_inventory
 from infergate.remote.docker_api import local_engine
 from infergate_lab import Lab
 from infergate_lab.engine import node_io
-from selftest.suite import PHASE_DIRS, ROOT, SuiteRun, read_junit, run_suite
+from selftest.suite import ROOT, SuiteProcess, SuiteRun, read_junit, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -189,12 +186,12 @@ def test_memory_held_on_one_node_is_named(engine_lab, pytester, tmp_path):
 
 def test_link_down_during_init_fails_within_the_init_deadline(engine_lab, pytester):
     """Under the backstop too: the red is infergate's own, a minute after pytest-timeout's 5 s."""
-    proc, junit = start_suite(pytester, TP2, "-m", "deploy", *BACKSTOP)
-    wait_for_line(pytester, "node2 (10.251.0.12): started", proc)
+    suite = SuiteProcess(pytester, "run", TP2, "-m", "deploy", *BACKSTOP)
+    suite.wait_for(re.escape("node2 (10.251.0.12): started"))
     engine_lab.apply_fault("link-down", "node2")
-    proc.wait(timeout=DEADLINE["dist_init_timeout_s"] + 120)
-    assert PYTEST_TIMEOUT not in (pytester.path / "suite.out").read_text()
-    message = read_junit(junit)[JOINED].message
+    suite.proc.wait(timeout=DEADLINE["dist_init_timeout_s"] + 120)
+    assert PYTEST_TIMEOUT not in suite.output()
+    message = read_junit(suite.junit)[JOINED].message
     # whichever gives up first after 60 s (the head waiting for "clients", by the plan's
     # --distributed-timeout-seconds, or node2's store client, by its retries' random backoff),
     # node2 is named with its own cause, its retry lines' or its fatal line's, and the other
@@ -291,36 +288,3 @@ def node_section(message: str, where: str) -> str:
         (i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")), len(lines)
     )
     return "\n".join(lines[start:end])
-
-
-def start_suite(pytester: pytest.Pytester, plan: Path, *args: str):
-    """The suite in a subprocess we can signal, as run_suite runs it."""
-    junit = pytester.path / "junit.xml"
-    argv = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-c",
-        str(ROOT / "pytest.ini"),
-        "--rootdir",
-        str(ROOT),
-        "-p",
-        "no:cacheprovider",
-        f"--junitxml={junit}",
-        f"--inventory={plan}",
-        *suite_args(pytester, *args),
-        *PHASE_DIRS,
-    ]
-    out = (pytester.path / "suite.out").open("w")
-    return subprocess.Popen(argv, cwd=pytester.path, stdout=out, stderr=subprocess.STDOUT), junit
-
-
-def wait_for_line(pytester: pytest.Pytester, text: str, proc: subprocess.Popen) -> None:
-    log = pytester.path / "report" / "deploy.log"
-    end = time.monotonic() + 120
-    while time.monotonic() < end and proc.poll() is None:
-        if log.exists() and text in log.read_text():
-            return
-        time.sleep(0.2)
-    output = (pytester.path / "suite.out").read_text()
-    raise AssertionError(f"never saw {text!r} in {log}:\n{output[-3000:]}")

@@ -10,7 +10,6 @@ seconds in, so each costs a container start, not a model load."""
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import sys
@@ -21,63 +20,11 @@ import pytest
 
 from infergate_lab import Lab
 from selftest.lab.test_deploy_lab import FOREIGN, NODES, TP2, foreign_running
-from selftest.suite import PHASE_DIRS, ROOT, read_junit
+from selftest.suite import ROOT, SuiteProcess, read_junit
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
 FOREIGN_TEST = "test_containers.py::test_no_foreign_containers[node1]"
-
-
-class Suite:
-    """The suite in a subprocess of its own, with its own report dir and output."""
-
-    def __init__(self, pytester: pytest.Pytester, name: str, plan: Path, *args: str) -> None:
-        self.dir = pytester.path / name
-        self.dir.mkdir()
-        self.junit, self.out = self.dir / "junit.xml", self.dir / "suite.out"
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-c",
-            str(ROOT / "pytest.ini"),
-            "--rootdir",
-            str(ROOT),
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={self.junit}",
-            f"--inventory={plan}",
-            "--report-dir",
-            str(self.dir / "report"),
-            *args,
-            *PHASE_DIRS,
-        ]
-        with self.out.open("w") as out:
-            self.proc = subprocess.Popen(argv, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT)
-
-    def output(self) -> str:
-        return self.out.read_text()
-
-    def wait_for(self, pattern: str, timeout_s: float = 180) -> re.Match[str]:
-        """A line of the deploy log or the output, matching PATTERN."""
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end and self.proc.poll() is None:
-            log = self.dir / "report" / "deploy.log"
-            text = self.output() + (log.read_text() if log.exists() else "")
-            if found := re.search(pattern, text):
-                return found
-            time.sleep(0.2)
-        raise AssertionError(f"never saw {pattern!r}:\n{self.output()[-3000:]}")
-
-    def run_id(self) -> str:
-        return self.wait_for(r"cluster lock on \S+ \(\S+\) taken by run (\S+)").group(1)
-
-    def end(self, number: int, timeout_s: float = 120) -> float:
-        """Send NUMBER, wait for the exit; seconds it took."""
-        sent = time.monotonic()
-        self.proc.send_signal(number)
-        self.proc.wait(timeout=timeout_s)
-        return time.monotonic() - sent
 
 
 def left_on_nodes(lab: Lab, run_id: str = "") -> dict[str, list[str]]:
@@ -105,7 +52,7 @@ def wait_for_probe_containers(lab: Lab, run_id: str, timeout_s: float = 180) -> 
 
 def second_run_is_refused_naming(pytester: pytest.Pytester, run_id: str) -> None:
     """A second run while RUN_ID holds the cluster stops at once, naming it, before any launch."""
-    second = Suite(pytester, "second", TP2, "-m", "preflight", "--lock-wait", "0")
+    second = SuiteProcess(pytester, "second", TP2, "-m", "preflight", "--lock-wait", "0")
     assert second.proc.wait(timeout=60) == 4, second.output()  # a usage error, at once
     said = second.output()
     assert "node1 (10.251.0.11): 1 problem(s)" in said
@@ -114,7 +61,7 @@ def second_run_is_refused_naming(pytester: pytest.Pytester, run_id: str) -> None
 
 
 def lock_is_free_again(pytester: pytest.Pytester) -> None:
-    third = Suite(pytester, "third", TP2, "-m", "preflight", "-k", "foreign")
+    third = SuiteProcess(pytester, "third", TP2, "-m", "preflight", "-k", "foreign")
     assert third.proc.wait(timeout=300) == 1, third.output()  # the lock is free again
     assert "cluster lock on node1 (10.251.0.11) taken by run" in third.output()
 
@@ -135,7 +82,7 @@ def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it
     engine_lab, pytester, number, xdist, within_s, lock_too
 ):
     engine_lab.apply_fault("foreign-container", "node1", "0.2")
-    first = Suite(pytester, "first", TP2, "-m", "deploy", *xdist)
+    first = SuiteProcess(pytester, "first", TP2, "-m", "deploy", *xdist)
     run_id = first.run_id()
     first.wait_for(r"node2 \(10\.251\.0\.12\): started")
     if lock_too:
@@ -160,7 +107,7 @@ def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it
 )
 def test_signal_mid_preflight_removes_the_probe_containers(engine_lab, pytester, number, xdist):
     engine_lab.apply_fault("foreign-container", "node1", "0.2")
-    run = Suite(pytester, "preflight", TP2, "-m", "preflight", "--in-image", "fresh", *xdist)
+    run = SuiteProcess(pytester, "preflight", TP2, "-m", "preflight", "--in-image", "fresh", *xdist)
     run_id = run.run_id()
     wait_for_probe_containers(engine_lab, run_id)
     took = run.end(number)
@@ -175,13 +122,14 @@ def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_dow
     engine_lab, pytester
 ):
     engine_lab.apply_fault("foreign-container", "node1", "0.2")
-    killed = Suite(pytester, "killed", TP2, "-m", "deploy")
+    killed = SuiteProcess(pytester, "killed", TP2, "-m", "deploy")
     run_id = killed.run_id()
     killed.wait_for(r"node2 \(10\.251\.0\.12\): started")
     killed.end(signal.SIGKILL)  # no teardown, no clean-up code at all
     assert set(left_on_nodes(engine_lab, run_id)) == set(NODES)
     # the lock went with the killed run's connection: the next run takes it at once
-    nxt = Suite(pytester, "next", TP2, "-m", "preflight", "-k", "foreign", "--lock-wait", "0")
+    args = ("-m", "preflight", "-k", "foreign", "--lock-wait", "0")
+    nxt = SuiteProcess(pytester, "next", TP2, *args)
     assert nxt.proc.wait(timeout=300) == 1, nxt.output()
     message = read_junit(nxt.junit)[FOREIGN_TEST].message
     assert f"container infergate-node1-{run_id} of infergate run {run_id} (plan lab-moe-tp2" in (

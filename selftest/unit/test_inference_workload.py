@@ -31,7 +31,7 @@ from infergate.plan.model import Inference
 from infergate.remote import http_session
 from infergate.reports import vllm_json
 from selftest.local_http import JsonHandler, serving
-from selftest.suite import PHASE_DIRS, ROOT
+from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, ROOT
 from selftest.unit.test_inference_lib import BODY, Handler, SseServer, base
 from selftest.unit.test_inference_lib import server as server  # the SSE server fixture
 
@@ -254,12 +254,7 @@ def test_a_malformed_planned_dataset_stops_the_run_before_it_starts(pytester, tm
     plan["inference"]["dataset"] = str(tmp_path / "prompts.jsonl")
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
     result = pytester.runpytest_subprocess(
-        "-c",
-        str(ROOT / "pytest.ini"),
-        "--rootdir",
-        str(ROOT),
-        "-p",
-        "no:cacheprovider",
+        *PROJECT_CONFIG,
         f"--inventory={tmp_path / 'plan.yaml'}",
         "--collect-only",
         *PHASE_DIRS,

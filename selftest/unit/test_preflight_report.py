@@ -28,7 +28,7 @@ from infergate.reports.preflight_json import SCHEMA_VERSION, read_preflight
 from infergate.reports.preflight_seen import CheckSeen, cells
 from infergate.reports.version import ToolVersion
 from selftest.browser import check_page
-from selftest.suite import LOCKS_LOCALHOST, ROOT
+from selftest.suite import LOCKS_LOCALHOST, PROJECT_CONFIG, ROOT
 
 TOKEN = "hf_preflight_token_41c9e2"
 KEY = "sk-preflight-engine-key-77a0"
@@ -108,12 +108,7 @@ def run_preflight(pytester: pytest.Pytester, *args: str, plan_doc: dict[str, Any
     leaky = pytester.makepyfile(test_leak_plan=LEAKY)
     junit, out = pytester.path / "junit.xml", pytester.path / "reports"
     result = pytester.runpytest_subprocess(
-        "-c",
-        str(ROOT / "pytest.ini"),
-        "--rootdir",
-        str(ROOT),
-        "-p",
-        "no:cacheprovider",
+        *PROJECT_CONFIG,
         f"--inventory={plan}",
         f"--junitxml={junit}",
         f"--report-dir={out}",

@@ -42,7 +42,7 @@ from infergate.fixtures.xdist import WORKER_TEARDOWN_S
 from infergate.interrupts import sigint_deferred
 from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
-from selftest.suite import LOCKS_LOCALHOST, PHASE_DIRS, ROOT, closed_plan
+from selftest.suite import LOCKS_LOCALHOST, PHASE_DIRS, PROJECT_CONFIG, ROOT, closed_plan
 
 DATA = Path(__file__).parents[1] / "data" / "runs"
 OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
@@ -390,12 +390,7 @@ def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
     try:
         assert other.stdout.readline().strip() == "HELD"
         run = pytester.runpytest_subprocess(
-            "-c",
-            str(ROOT / "pytest.ini"),
-            "--rootdir",
-            str(ROOT),
-            "-p",
-            "no:cacheprovider",
+            *PROJECT_CONFIG,
             f"--inventory={plan}",
             "-m",
             "preflight",
@@ -425,12 +420,7 @@ def test_a_head_ssh_cannot_reach_is_left_to_the_ssh_tests(pytester, tmp_path):
     the run goes on so that the SSH test names the head with its own remedy."""
     path = closed_plan(tmp_path)
     run = pytester.runpytest_subprocess(
-        "-c",
-        str(ROOT / "pytest.ini"),
-        "--rootdir",
-        str(ROOT),
-        "-p",
-        "no:cacheprovider",
+        *PROJECT_CONFIG,
         f"--inventory={path}",
         "-m",
         "preflight",

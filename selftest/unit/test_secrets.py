@@ -34,7 +34,7 @@ from infergate.plan.secrets import (
 )
 from infergate.preflight.in_image import _probe
 from infergate.remote.ssh import Ran
-from selftest.suite import LAB_PLAN, ROOT, closed_plan
+from selftest.suite import LAB_PLAN, PROJECT_CONFIG, ROOT, closed_plan
 
 TOKEN = "hf_secret_token_7f3a9c"
 KEY = "sk-engine-key-2b8e41"
@@ -303,12 +303,7 @@ def test_a_failing_test_shows_no_secret_anywhere(
     test = pytester.makepyfile(test_leaky_plan=LEAKY)
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
-        "-c",
-        str(ROOT / "pytest.ini"),
-        "--rootdir",
-        str(ROOT),
-        "-p",
-        "no:cacheprovider",
+        *PROJECT_CONFIG,
         f"--inventory={plan_path}",
         f"--junitxml={junit}",
         "-vvv",

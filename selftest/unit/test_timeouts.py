@@ -18,7 +18,7 @@ from infergate.preflight.model_hash import hash_model
 from infergate.preflight.per_node import PerNode
 from infergate.remote.ssh import NodeUnreachable
 from infergate.waiting import Deadline
-from selftest.suite import PHASE_DIRS, ROOT
+from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, ROOT
 
 SPARKS = ROOT / "inventories" / "two-sparks-vllm.yaml"
 SPARKS_RAY = ROOT / "inventories" / "two-sparks-vllm-ray.yaml"
@@ -47,12 +47,7 @@ def plan_file(tmp_path: Path, base: Path = SPARKS, **thresholds: float) -> Path:
 def collected_timeouts(pytester: pytest.Pytester, plan: Path, *args: str) -> dict[str, Any]:
     """Each collected test's `timeout` marker seconds (None: the backstop), by file::name."""
     items, _ = pytester.inline_genitems(
-        "-c",
-        str(ROOT / "pytest.ini"),
-        "--rootdir",
-        str(ROOT),
-        "-p",
-        "no:cacheprovider",
+        *PROJECT_CONFIG,
         f"--inventory={plan}",
         *args,
         *PHASE_DIRS,
@@ -183,12 +178,7 @@ def test_host_check():  # the last test: the deployment is removed in its teardo
 def test_the_last_test_outlasts_the_runs_teardown(pytester, tmp_path):
     pytester.makepyfile(test_last=LAST_TEARS_DOWN)
     done = pytester.runpytest_subprocess(
-        "-c",
-        str(ROOT / "pytest.ini"),
-        "--rootdir",
-        str(ROOT),
-        "-p",
-        "no:cacheprovider",
+        *PROJECT_CONFIG,
         f"--inventory={plan_file(tmp_path)}",
         "-o",
         "timeout=1",
