@@ -13,6 +13,7 @@ AVX-512 kernels)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def plan_file(tmp_path: Path, change=None, base: Path = TP2) -> Path:
 SHORT = 4  # requests a level of a short sweep
 
 
-def short_sweep(plan: dict, concurrency: tuple[int, ...] = (1, SHORT)) -> None:
+def short_sweep(plan: dict, concurrency: Sequence[int] = (1, SHORT)) -> None:
     """SHORT requests of 16 tokens a level: every output and picture of the report in CI's
     time; where a defect shows in any level, a longer sweep only costs time."""
     sweep = {"concurrency": list(concurrency), "requests_per_level": SHORT, "output_tokens": 16}

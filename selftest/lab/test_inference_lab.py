@@ -90,7 +90,7 @@ def smoke(pytester: pytest.Pytester, url: str, *args: str, inventory: Path | Non
 
 
 def short_plan(tmp_path: Path, concurrency: list[int]) -> Path:
-    return plan_file(tmp_path, lambda plan: short_sweep(plan, tuple(concurrency)), base=LAB_PLAN)
+    return plan_file(tmp_path, lambda plan: short_sweep(plan, concurrency), base=LAB_PLAN)
 
 
 LABELS = ["c=1", f"c={SHORT}", "4 req/s"]  # c = 4 sends its level at once: several run
@@ -109,8 +109,8 @@ PICTURES = (  # words of the report's pictures' alt texts
 def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     def change(plan: dict) -> None:  # an SLO any server that answers meets: the gate runs green
         short_sweep(plan)
-        plan["inference"].update(slo={"e2e_ms": 600000, "min_goodput_fraction": 1})
-        plan["inference"].update(request_rates=[4])
+        slo = {"e2e_ms": 600000, "min_goodput_fraction": 1}
+        plan["inference"].update(slo=slo, request_rates=[4])
 
     plan = plan_file(tmp_path, change, base=LAB_PLAN)
     pytester.makepyfile(scrapes=SCRAPES)
