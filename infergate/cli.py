@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -66,14 +67,35 @@ def plan_given(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Pat
     return Path(given)
 
 
-def check_plan(path: Path) -> int:
-    """Load the plan as the gate does: its summary, or the key that is wrong."""
+def plan_and_ssh(
+    path: Path, user_config: str | None, masters: Path | None
+) -> tuple[Inventory, Path | None] | None:
+    """The plan and its ssh_config: written for MASTERS (`down`'s own), or without them only
+    composed, asking ssh nothing (`plan check`); None once the usage error is printed."""
+    from infergate.remote.ssh_config import SshConfigError, control_dir, plan_ssh_config, ssh_config
+    from infergate.remote.ssh_user_config import operator_ssh_config
+
     try:
         inventory = load_plan(path)
+        user = operator_ssh_config(user_config, path)
+        if masters is None:
+            ssh_config(inventory, control_dir(), user=user, resolve=False)
+            return inventory, None
+        return inventory, plan_ssh_config(inventory, path, user, masters)
     except InventoryError as e:
         print(f"--inventory {e.in_file(path)}", file=sys.stderr)
+    except SshConfigError as e:
+        print(e.for_plan(path), file=sys.stderr)
+    return None
+
+
+def check_plan(path: Path, user_config: str | None) -> int:
+    """Load the plan as the gate does and compose its ssh_config: its summary, or what is
+    wrong."""
+    loaded = plan_and_ssh(path, user_config, None)
+    if loaded is None:
         return USAGE_ERROR
-    print(f"{path}: {plan_summary(inventory)}")
+    print(f"{path}: {plan_summary(loaded[0])}")
     return 0
 
 
@@ -99,21 +121,25 @@ def from_ansible(inventory: Path, group: str | None, out: Path | None) -> int:
     return 0
 
 
-def down(path: Path, run: str | None) -> int:
+def down(path: Path, run: str | None, user_config: str | None) -> int:
     """Remove RUN's containers (every run's but a live one's, when None) on every node."""
     from infergate.deploy.down import down as remove
-    from infergate.remote.ssh_config import SshConfigError, plan_ssh_config
 
-    try:
-        inventory = load_plan(path)
-        config = plan_ssh_config(inventory, path)
-    except InventoryError as e:
-        print(f"--inventory {e.in_file(path)}", file=sys.stderr)
-        return USAGE_ERROR
-    except SshConfigError as e:
-        print(f"--inventory {path}: {e}", file=sys.stderr)
-        return USAGE_ERROR
-    return remove(inventory, config, run, str(path))
+    # masters of its own, never a live run's: `down` ends them when it is done
+    with tempfile.TemporaryDirectory(prefix="ig-down-") as masters:
+        loaded = plan_and_ssh(path, user_config, Path(masters))
+        if loaded is None or loaded[1] is None:
+            return USAGE_ERROR
+        return remove(loaded[0], loaded[1], run, str(path))
+
+
+def add_user_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ssh-user-config",
+        metavar="PATH",
+        help="your own ssh_config, read after the plan's Host blocks (default: "
+        "$INFERGATE_SSH_CONFIG, else ~/.ssh/config; none: not read)",
+    )
 
 
 def make_parser() -> Parser:
@@ -141,10 +167,12 @@ def make_parser() -> Parser:
     which = gone.add_mutually_exclusive_group(required=True)
     which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
     which.add_argument("--all-runs", action="store_true", help="every run but a live one")
+    add_user_config(gone)
     plan = commands.add_parser("plan", help="check a plan, its schema, one from Ansible")
     plans = plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser)
     check = plans.add_parser("check", help="load the plan as the gate does; exit 4 if wrong")
     check.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
+    add_user_config(check)
     plans.add_parser("schema", help="the plan's JSON Schema")
     ansible = plans.add_parser("from-ansible", help="a plan from an Ansible inventory")
     ansible.add_argument("ansible_inventory", metavar="INVENTORY", type=Path)
@@ -162,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "down":
-        return down(plan_given(args, parser), args.run)
+        return down(plan_given(args, parser), args.run, args.ssh_user_config)
     if args.plan_command == "check":
-        return check_plan(plan_given(args, parser))
+        return check_plan(plan_given(args, parser), args.ssh_user_config)
     if args.plan_command == "schema":
         return print_schema()
     return from_ansible(args.ansible_inventory, args.group, args.output)

@@ -295,7 +295,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=5)
     args = parser.parse_args()
     inventory = load_plan(PLAN)
-    config = plan_ssh_config(inventory, PLAN)
+    config = plan_ssh_config(inventory, PLAN, None)
     with lab_engines(inventory, config) as engines:
         cpu = {
             r: cpu_both(config, inventory.nodes, engines, args.minutes * 60, r) for r in args.rates

@@ -19,7 +19,7 @@ from infergate.plan.model import Inventory, Node
 from infergate.problems import describe_all
 from infergate.remote.docker_api import node_engine
 from infergate.remote.fanout import each
-from infergate.remote.ssh_config import control_dir
+from infergate.remote.ssh_config import control_dir, exit_masters
 
 
 def down_node(config: Path, node: Node, run_id: str | None, path: str, spare: str | None) -> str:
@@ -66,5 +66,6 @@ def down(inventory: Inventory, config: Path, run: str | None, path: str) -> int:
     finally:
         if held:
             held.release()
+        exit_masters(config, inventory.nodes)  # finite anyway (ControlPersist), ended now
     print("\n".join(([f"{note}: its containers are left running"] if note else []) + said))
     return 1 if any(" problem(s)\n" in text.split("\n", 1)[0] + "\n" for text in said) else 0

@@ -33,10 +33,11 @@ class Ssh:
     port: int = 22  # sshd's port on the node
     key: str | None = None  # private key file; None: the ssh client's defaults
     known_hosts: str | None = None  # None: the user's ~/.ssh/known_hosts
-    verify_host_key: bool = True  # false: accept any host key (a lab, never production)
+    # false: accept a node's first key (accept-new), recorded in a file of this plan alone
+    verify_host_key: bool = True
     jump: str | None = None  # ProxyJump: a node name of this inventory, or [user@]host[:port]
-    # the user's own ssh_config, read after the plan's (ssh_config.py); None: not read
-    config: str | None = "~/.ssh/config"
+    # false: the operator's own ssh_config (--ssh-user-config) is not read; a plan names no file
+    config: bool = True
     # "local": the node is this controller itself (testinfra's local backend, no sshd needed)
     connection: str = "ssh"
     # the jump hosts as `ssh -J` takes them, from this controller on: a jump that names a

@@ -26,6 +26,7 @@ def check_plan(inv: Inventory) -> None:
     _world_size_matches(inv)
     _distinct_ports(inv)
     _jumps_end(inv)
+    _one_user_config(inv)
 
 
 _UNIQUE: tuple[tuple[str, str, Callable[[Node], object]], ...] = (
@@ -164,3 +165,17 @@ def _jumps_end(inv: Inventory) -> None:
                 raise InventoryError(node.key_of("ssh.jump"), f"jump hosts loop: {chain}")
             seen.append(hop)
             hop = by_name[hop].ssh.jump
+
+
+def _one_user_config(inv: Inventory) -> None:
+    """ssh reads one ssh_config of the operator's for every host: nodes[].ssh.config turns it
+    off for all nodes or for none."""
+    reached = [n for n in inv.nodes if n.ssh.connection == "ssh"]
+    for node in reached:
+        if node.ssh.config != reached[0].ssh.config:
+            raise InventoryError(
+                node.key_of("ssh.config"),
+                f"{str(node.ssh.config).lower()} here but {str(reached[0].ssh.config).lower()} "
+                f"for {reached[0].path} ({reached[0].name}): one ssh_config serves every host; "
+                "set it alike on every node",
+            )

@@ -56,12 +56,20 @@ def ssh_path(value: object, path: str) -> str:
     return found
 
 
-def ssh_include(value: object, path: str) -> str | None:
-    """nodes[].ssh.config: the user's ssh_config file to Include, or None for `none`, false, null or
-    empty (then only the plan's settings and ssh's built-in defaults apply)."""
+def ssh_include(value: object, path: str) -> bool:
+    """nodes[].ssh.config: false (or `none`) stops ssh reading the operator's own ssh_config;
+    true, the default, reads it. A file is the operator's to name (--ssh-user-config): ssh
+    runs a `Match exec` line while it parses one (docs/internals.md#ssh-config)."""
     if value is None or value is False or value in ("", "none"):
-        return None
-    return ssh_path(value, path)
+        return False
+    if value is True:
+        return True
+    raise InventoryError(
+        path,
+        f"{str(value)[:80]!r}: a plan may only turn the operator's ssh_config off (false); "
+        "the file is named by the operator, with --ssh-user-config or $INFERGATE_SSH_CONFIG "
+        "(ssh runs any `Match exec` command in a file it reads)",
+    )
 
 
 def jump(value: object, path: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, NoReturn, TypeAlias, TypeVar
 
 from infergate.plan.model import Inventory, Node
-from infergate.remote.ssh_config import control_dir, plan_known_hosts, ssh_config
+from infergate.remote.ssh_config import control_dir, exit_masters, plan_known_hosts, ssh_config
 from infergate.remote.ssh_failure import check_ssh_failure
 from infergate.waiting import LOOK_AT, TIMEOUT_EXITS, CommandTimedOut, Deadline
 
@@ -27,9 +27,6 @@ KILL_AFTER_S = 2  # the node's `timeout -k`: SIGKILL this long after its deadlin
 SSH_GRACE_S = 2  # after the node's kill: ssh's own exit and the last bytes of output
 # a process group just sent SIGKILL: only one in state D outlives this, and it is abandoned
 REAP_AFTER_KILL_S = 5
-# `ssh -O exit` only asks the local master to end: a master that does not answer is left to
-# its own ControlPersist
-MASTER_EXIT_S = 10
 
 
 class NodeUnreachable(Exception):
@@ -234,25 +231,27 @@ Outcome: TypeAlias = T | NodeUnreachable  # a node's answer, or why it could not
 
 
 @contextlib.contextmanager
-def open_remotes(inventory: Inventory, plan: Path, persist_s: int) -> Iterator[dict[str, Remote]]:
-    """A Remote per node through the ssh_config written for this run; its masters outlive
-    the run by PERSIST_S (the next run skips the key exchange), or end with it (0).
-    SshConfigError names the plan key that cannot be written."""
+def open_remotes(
+    inventory: Inventory, plan: Path, persist_s: int, user: Path | None
+) -> Iterator[dict[str, Remote]]:
+    """A Remote per node through the ssh_config written for this run (USER: the operator's
+    own ssh_config); its masters outlive the run by PERSIST_S (the next run skips the key
+    exchange), or end with it (0). SshConfigError names what cannot be written."""
     with tempfile.TemporaryDirectory(prefix="ig-ssh-") as tmp:
         config = Path(tmp, "ssh_config")
         masters = control_dir() if persist_s else Path(tmp)
-        config.write_text(ssh_config(inventory, masters, persist_s, plan_known_hosts(plan)))
+        config.write_text(ssh_config(inventory, masters, persist_s, plan_known_hosts(plan), user))
         t = inventory.thresholds
-        yield {
-            n.name: Remote(
-                n,
-                None if n.ssh.connection == "local" else config,
-                t.command_timeout_s,
-                t.connect_timeout_s * connections(n, inventory),
-            )
-            for n in inventory.nodes
-        }
-        if not persist_s:
-            for node in inventory.nodes:
-                argv = ["ssh", "-F", str(config), "-O", "exit", node.name]
-                subprocess.run(argv, capture_output=True, timeout=MASTER_EXIT_S, check=False)
+        try:
+            yield {
+                n.name: Remote(
+                    n,
+                    None if n.ssh.connection == "local" else config,
+                    t.command_timeout_s,
+                    t.connect_timeout_s * connections(n, inventory),
+                )
+                for n in inventory.nodes
+            }
+        finally:
+            if not persist_s:
+                exit_masters(config, inventory.nodes)

@@ -1,7 +1,7 @@
 """SSH trust against the lab's real sshd: a plan that does not verify host keys records each
 node's first key in a file of its own and refuses a changed one, and a master opened under
 lax trust never serves a strict run. The user's own ssh_config reaches a node the plan names
-only by the user's alias, with a key that only that file names."""
+only by the user's alias, with a key that only that file names (the operator's option)."""
 
 from __future__ import annotations
 
@@ -114,15 +114,13 @@ def users_key(lab, tmp_path: Path) -> Iterator[Path]:
         layout.AUTHORIZED_KEYS.write_text(before)
 
 
-def alias_plan(tmp_path: Path, user_config: str) -> Path:
+def alias_plan(tmp_path: Path) -> Path:
     """The lab plan with node2 at the user's alias `spark-b` and no key of the plan's (the
     head, node1, keeps the lab's: the cluster lock is taken there before any test runs)."""
     plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
     plan["nodes"][1]["address"] = "spark-b"
     del plan["nodes"][1]["ssh"]["key"]
-    for node in plan["nodes"]:
-        node["ssh"]["config"] = user_config
-    path = tmp_path / f"plan-{user_config.rsplit('/', 1)[-1]}.yaml"
+    path = tmp_path / "plan-alias.yaml"
     path.write_text(yaml.safe_dump(plan))
     return path
 
@@ -139,18 +137,20 @@ Host spark-b
 Host 10.251.0.12
   IdentityFile "{users_key}"
 """)
-    green = run_suite(pytester, *HOST_TESTS, inventory=alias_plan(tmp_path, str(user)))
+    user.chmod(0o600)
+    plan, operators = alias_plan(tmp_path), f"--ssh-user-config={user}"
+    green = run_suite(pytester, *HOST_TESTS, operators, inventory=plan)
     assert {t for t in green.outcomes if t.endswith("[node2]")} == {
         "test_host.py::test_ssh_reachable_facts_gathered[node2]",
         "test_host.py::test_docker_engine_answers[node2]",
     }, green.output
     assert green.red() == set(), green.output
     user.write_text("Host spark-b\n  HostName 10.251.0.12\n")  # the alias, not the key
-    keyless = run_suite(pytester, *HOST_TESTS, inventory=alias_plan(tmp_path, str(user)))
+    keyless = run_suite(pytester, *HOST_TESTS, operators, inventory=plan)
     assert "node2 (spark-b) is unreachable over SSH: root@spark-b refused the key" in (
         keyless.message("test_host.py::test_ssh_reachable_facts_gathered[node2]")
     )
-    red = run_suite(pytester, *HOST_TESTS, inventory=alias_plan(tmp_path, "none"))
+    red = run_suite(pytester, *HOST_TESTS, "--ssh-user-config=none", inventory=plan)
     test = "test_host.py::test_ssh_reachable_facts_gathered[node2]"
     assert test in red.red(), red.output
     assert "node2 (spark-b) is unreachable over SSH: the name spark-b does not resolve" in (

@@ -4,9 +4,6 @@ and once live through the suite's own Remote."""
 
 import dataclasses
 import re
-import shutil
-import socket
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -17,12 +14,11 @@ from infergate.plan.model import Node, Ssh, parse_inventory
 from infergate.remote.ssh import NodeUnreachable, Remote
 from infergate.remote.ssh_config import ssh_config
 from infergate.remote.ssh_failure import check_ssh_failure
-from infergate.waiting import Deadline, wait_until
+from selftest.sshd import keygen, needs_sshd, throwaway_sshd
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "selftest" / "data" / "controller"
 LAB = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
-SSHD_START = Deadline(10, "SSHD_START")  # a throwaway sshd listens within a second
 # openssh-portable sshconnect.c: error("ssh: connect to host %s port %s: %s", host, strport,
 # strerror(errno)); no recording: a dropped SYN or an ICMP unreachable needs a firewall rule
 TIMED_OUT = "ssh: connect to host 10.251.0.12 port 22: Connection timed out\r\n"
@@ -132,48 +128,16 @@ def test_unknown_text_quotes_ssh_and_asks_for_verbose():
     )
 
 
-@pytest.mark.skipif(
-    shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists(),
-    reason="no sshd on this machine to be the changed node",
-)
+@needs_sshd
 def test_remote_names_a_changed_host_key_live(tmp_path):
     """The suite's own Remote over testinfra, against a real sshd whose key is not the one
     recorded in known_hosts."""
-    for name in ("host", "old", "client"):
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True
-        )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    old = (tmp_path / "old.pub").read_text().split()[:2]
-    (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {' '.join(old)}\n")
-    config = tmp_path / "sshd_config"
-    config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp_path / 'host'}\n"
-        f"PidFile {tmp_path / 'pid'}\nUsePAM no\n"
-    )
-    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
-    sshd = subprocess.Popen(
-        ["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL
-    )
-    try:
-        _wait_listening(port, sshd)
+    old = keygen(tmp_path / "old").with_suffix(".pub").read_text().split()[:2]
+    with throwaway_sshd(tmp_path) as port:
+        (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {' '.join(old)}\n")
         message = _unreachable_message(tmp_path, port)
-    finally:
-        sshd.terminate()
-        sshd.wait(timeout=10)
     assert message.startswith("node1 (127.0.0.1) is unreachable over SSH: the host key CHANGED")
     assert f"`ssh-keygen -R '[127.0.0.1]:{port}' -f {tmp_path / 'known_hosts'}`" in message
-
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
-    def listening() -> tuple[bool | None, str]:
-        assert proc.poll() is None, "sshd exited"
-        with socket.socket() as s:
-            return (True if s.connect_ex(("127.0.0.1", port)) == 0 else None), "refused"
-
-    wait_until(listening, f"sshd listening on {port}", SSHD_START, every_s=0.05)
 
 
 def _unreachable_message(tmp_path: Path, port: int) -> str:

@@ -1,16 +1,21 @@
 """The ssh_config made from the inventory, read back by the real ssh client (`ssh -G`)."""
 
 import dataclasses
+import os
+import pwd
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from infergate.plan.model import Inventory, parse_inventory
+from infergate.plan.model import Inventory, InventoryError, parse_inventory
 from infergate.remote.ssh import connections
 from infergate.remote.ssh_config import (
+    MASTER_IDLE_S,
     SshConfigError,
+    SshSetupError,
     plan_known_hosts,
     plan_ssh_config,
     ssh_command,
@@ -18,6 +23,7 @@ from infergate.remote.ssh_config import (
 )
 
 INVENTORIES = Path(__file__).resolve().parents[2] / "inventories"
+MASTERS = Path("/tmp/ig-unit")  # short: a socket path holds 107 bytes (ssh -G makes none)
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +49,7 @@ def effective(config: Path, host: str) -> dict[str, str]:
 def test_lab_config_verifies_host_keys_with_the_lab_known_hosts(tmp_path):
     inv = parse_inventory(yaml.safe_load((INVENTORIES / "lab.yaml").read_text()))
     config = tmp_path / "ssh_config"
-    config.write_text(ssh_config(inv, tmp_path))
+    config.write_text(ssh_config(inv, MASTERS))
     opts = effective(config, "node2")
     assert opts["hostname"] == "10.251.0.12"
     assert opts["user"] == "root"
@@ -52,13 +58,13 @@ def test_lab_config_verifies_host_keys_with_the_lab_known_hosts(tmp_path):
     assert opts["identityfile"] == "/var/lib/infergate-lab/ssh/id_ed25519"
     assert opts["batchmode"] == "yes"
     assert opts["connecttimeout"] == "3"
-    assert opts["controlpath"].startswith(str(tmp_path))
+    assert opts["controlpath"].startswith(str(MASTERS))
 
 
 def test_sparks_config_jumps_through_spark1(tmp_path):
     inv = parse_inventory(yaml.safe_load((INVENTORIES / "two-sparks-vllm.yaml").read_text()))
     config = tmp_path / "ssh_config"
-    config.write_text(ssh_config(inv, tmp_path))
+    config.write_text(ssh_config(inv, MASTERS))
     assert effective(config, "spark2")["proxyjump"] == "spark1"
     assert effective(config, "spark2")["user"] == "aurora"
     assert "proxyjump" not in effective(config, "spark1")
@@ -74,9 +80,9 @@ def plan_with(**ssh: object) -> Inventory:
     return dataclasses.replace(LAB, nodes=(node, LAB.nodes[1]))
 
 
-def written(tmp_path: Path, plan: Inventory, **kw: object) -> Path:
+def written(tmp_path: Path, plan: Inventory, **kw: Any) -> Path:
     config = tmp_path / "ssh_config"
-    config.write_text(ssh_config(plan, tmp_path, **kw))
+    config.write_text(ssh_config(plan, MASTERS, **kw))
     return config
 
 
@@ -102,13 +108,13 @@ def test_a_key_path_with_a_space_or_percent_reaches_ssh_whole(tmp_path):
 )
 def test_a_value_that_would_add_an_option_is_refused_naming_its_key(tmp_path, field, value):
     with pytest.raises(SshConfigError, match=rf"^nodes\[0\]\.ssh\.{field} = "):
-        ssh_config(plan_with(**{field: value}), tmp_path)
+        ssh_config(plan_with(**{field: value}), MASTERS)
 
 
 def test_a_node_name_that_is_a_host_pattern_is_refused(tmp_path):
     plan = dataclasses.replace(LAB, nodes=(dataclasses.replace(LAB.nodes[0], name="node*"),))
     with pytest.raises(SshConfigError, match=r"^nodes\[0\]\.name = 'node\*'"):
-        ssh_config(plan, tmp_path)
+        ssh_config(plan, MASTERS)
 
 
 def test_unverified_host_keys_are_recorded_once_in_the_plans_own_file(tmp_path):
@@ -161,7 +167,7 @@ def test_the_lock_and_deploy_down_connect_with_the_suites_trust_on_their_own(tmp
     """The cluster lock and `deploy down` hold their own connection: the plan's ssh_config
     (accept-new against the plan's file, the hardening), never a master's socket."""
     plan = plan_with(verify_host_key=False, known_hosts=None)
-    config = plan_ssh_config(plan, tmp_path / "lax.yaml")
+    config = plan_ssh_config(plan, tmp_path / "lax.yaml", None)
     argv = ssh_command(config, plan.nodes[0], "flock ...")
     assert argv[-2:] == ["node1", "flock ..."]
     out = subprocess.run(["ssh", "-G", *argv[1:-1]], capture_output=True, text=True, check=True)
@@ -179,16 +185,11 @@ def test_the_lock_and_deploy_down_connect_with_the_suites_trust_on_their_own(tmp
     ) == ["sh", "-c", "true"]
 
 
-def reading(user: Path | str | None, address: str | None = None, **ssh: object) -> Inventory:
-    """The lab plan with every node reading the user's ssh_config USER, and node1 at
-    ADDRESS with its ssh settings SSH."""
-    nodes = [
-        dataclasses.replace(n, ssh=dataclasses.replace(n.ssh, config=user and str(user)))
-        for n in LAB.nodes
-    ]
-    first = dataclasses.replace(nodes[0], address=address or nodes[0].address)
-    nodes[0] = dataclasses.replace(first, ssh=dataclasses.replace(first.ssh, **ssh))
-    return dataclasses.replace(LAB, nodes=tuple(nodes))
+def reading(address: str | None = None, **ssh: object) -> Inventory:
+    """The lab plan with node1 at ADDRESS with its ssh settings SSH."""
+    first = dataclasses.replace(LAB.nodes[0], address=address or LAB.nodes[0].address)
+    first = dataclasses.replace(first, ssh=dataclasses.replace(first.ssh, **ssh))
+    return dataclasses.replace(LAB, nodes=(first, LAB.nodes[1]))
 
 
 def users(path: Path, text: str) -> Path:
@@ -199,45 +200,44 @@ def users(path: Path, text: str) -> Path:
 
 def test_the_users_config_is_included_after_match_all_so_it_applies_to_every_host(tmp_path):
     user = users(tmp_path / "config", "Host *\n  CertificateFile /k/cert\n")
-    text = ssh_config(reading(user), tmp_path)
+    text = ssh_config(LAB, MASTERS, user=user)
     assert text.endswith(f'\n\nMatch final\nMatch all\n  Include "{user}"\n')
     assert text.rindex("\nHost ") < text.index("Match all")  # not inside the last Host block
     for node in ("node1", "node2"):
-        assert effective(written(tmp_path, reading(user)), node)["certificatefile"] == "/k/cert"
+        assert effective(written(tmp_path, LAB, user=user), node)["certificatefile"] == "/k/cert"
 
 
 @pytest.mark.parametrize("value", [None, "none", "", False])
-def test_ssh_config_none_false_or_empty_reads_no_user_config(value):
+def test_ssh_config_none_false_or_empty_turns_the_operators_config_off(tmp_path, value):
     data = yaml.safe_load((INVENTORIES / "lab.yaml").read_text())
-    assert parse_inventory(data).nodes[0].ssh.config == "~/.ssh/config"  # the default
-    data["nodes"][0]["ssh"]["config"] = value
-    assert parse_inventory(data).nodes[0].ssh.config is None
+    assert parse_inventory(data).nodes[0].ssh.config is True  # the default
+    for node in data["nodes"]:
+        node["ssh"]["config"] = value
+    plan = parse_inventory(data)
+    assert plan.nodes[0].ssh.config is False
+    assert "Include" not in ssh_config(plan, MASTERS, user=users(tmp_path / "config", ""))
 
 
-def test_a_disabled_or_missing_user_config_is_not_included(tmp_path):
-    assert "Include" not in ssh_config(reading(None), tmp_path)
-    assert "Include" not in ssh_config(reading(tmp_path / "absent"), tmp_path)
+def test_a_plan_that_names_a_file_is_refused_naming_the_operators_option():
+    data = yaml.safe_load((INVENTORIES / "lab.yaml").read_text())
+    data["nodes"][1]["ssh"]["config"] = "~/.ssh/config"
+    with pytest.raises(InventoryError) as refused:
+        parse_inventory(data)
+    assert refused.value.path == "nodes[1].ssh.config"
+    assert "--ssh-user-config or $INFERGATE_SSH_CONFIG" in refused.value.message
 
 
-def test_the_users_config_path_is_absolute_and_quoted_whole(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path / "my home"))  # ssh would read ~ from passwd
-    user = users(tmp_path / "my home" / ".ssh" / "config", "Host node2\n  CertificateFile /c\n")
-    plan = reading("~/.ssh/config")
-    assert f'  Include "{user}"\n' in ssh_config(plan, tmp_path)
-    assert effective(written(tmp_path, plan), "node2")["certificatefile"] == "/c"
-
-
-def test_a_percent_in_the_users_config_path_is_literal_and_a_pattern_is_refused(tmp_path):
+def test_a_percent_in_the_users_config_path_is_literal(tmp_path):
     user = users(tmp_path / "100%d" / "config", "Host node2\n  CertificateFile /c\n")
-    assert effective(written(tmp_path, reading(user)), "node2")["certificatefile"] == "/c"
-    with pytest.raises(SshConfigError, match=r"^ssh\.config = .*Include would read \*"):
-        ssh_config(reading(users(tmp_path / "[ssh]" / "config", "")), tmp_path)
+    assert effective(written(tmp_path, LAB, user=user), "node2")["certificatefile"] == "/c"
 
 
-def test_every_node_reads_the_same_user_config(tmp_path):
-    plan = reading(users(tmp_path / "a", ""), config=str(users(tmp_path / "b", "")))
-    with pytest.raises(SshConfigError, match=r"^nodes\[\*\]\.ssh\.config = "):
-        ssh_config(plan, tmp_path)
+def test_every_node_turns_the_operators_config_off_or_none_does():
+    data = yaml.safe_load((INVENTORIES / "lab.yaml").read_text())
+    data["nodes"][1]["ssh"]["config"] = False
+    with pytest.raises(InventoryError, match="one ssh_config serves every host") as refused:
+        parse_inventory(data)
+    assert refused.value.path == "nodes[1].ssh.config"
 
 
 SPARK = """\
@@ -250,14 +250,21 @@ Host 10.251.0.*
 
 
 def test_an_address_that_is_an_alias_of_the_users_config_reaches_its_hostname(tmp_path):
-    config = written(tmp_path, reading(users(tmp_path / "config", SPARK), "spark-a", key=None))
+    user = users(tmp_path / "config", SPARK)
+    config = written(tmp_path, reading("spark-a", key=None), user=user)
     alias = effective(config, "spark-a")  # the user's own `ssh spark-a`, through our file
     assert (alias["hostname"], alias["identityfile"]) == ("10.251.0.11", "/k/spark")
     node1 = effective(config, "node1")
     assert node1["hostname"] == "10.251.0.11"  # asked of `ssh -G` when the config is written
     assert node1["certificatefile"] == "/k/lab-cert"  # a block for the address applies
     # ssh matches Host against node1 and then 10.251.0.11, never the alias between them
-    assert "/k/spark" not in written(tmp_path, reading(None)).read_text()
+    assert "/k/spark" not in written(tmp_path, reading()).read_text()
+
+
+def test_plan_check_writes_the_config_without_asking_ssh(tmp_path):
+    user = users(tmp_path / "config", SPARK)
+    text = ssh_config(reading("spark-a", key=None), MASTERS, user=user, resolve=False)
+    assert '  HostName "spark-a"' in text  # not resolved: ssh read none of the user's file
 
 
 def test_the_plans_values_win_over_the_users_for_the_same_option(tmp_path):
@@ -270,17 +277,68 @@ Host *
   StrictHostKeyChecking no
   UserKnownHostsFile /dev/null
   ControlPath /tmp/theirs-%C
+  ControlPersist yes
   BatchMode no
   IdentitiesOnly no
   IdentityFile /k/theirs
+  ProxyCommand nc %h %p
+  ProxyJump theirs
+  PermitLocalCommand yes
+  LocalCommand touch /tmp/x
+  KnownHostsCommand /bin/echo %H
+  ForwardAgent yes
+  ForwardX11 yes
+  UpdateHostKeys yes
 """,
     )
-    config = written(tmp_path, reading(user))
-    opts = effective(config, "node1")
+    plan = plan_with(jump="ops@bastion.example:2222")
+    config = written(tmp_path, plan, user=user)
+    opts = effective(config, "node2")
     assert (opts["user"], opts["port"], opts["batchmode"]) == ("root", "22", "yes")
     assert opts["stricthostkeychecking"] in ("true", "yes")
     assert opts["userknownhostsfile"] == "/var/lib/infergate-lab/ssh/known_hosts"
-    assert opts["controlpath"].startswith(str(tmp_path))
+    assert opts["controlpath"].startswith(str(MASTERS))
+    assert opts["controlpersist"] == "60"  # a master that is never told to exit still ends
     assert opts["identitiesonly"] == "yes"
-    keys = [value for name, value in options(config, "node1") if name == "identityfile"]
+    keys = [value for name, value in options(config, "node2") if name == "identityfile"]
     assert keys == ["/var/lib/infergate-lab/ssh/id_ed25519", "/k/theirs"]  # the plan's first
+    for host in ("node2", "node1", "bastion.example"):  # a node, one with a jump, the jump
+        opts = effective(config, host)
+        pinned = ("permitlocalcommand", "forwardagent", "forwardx11", "updatehostkeys")
+        assert [opts[name] for name in pinned] == ["no", "no", "no", "false"], host
+        assert "knownhostscommand" not in opts, host
+        assert "proxycommand" not in opts, host  # ProxyCommand none
+        assert opts.get("proxyjump") == ("ops@bastion.example:2222" if host == "node1" else None)
+
+
+def test_every_block_names_its_known_hosts_file(tmp_path):
+    plan = plan_with(known_hosts=None, jump="bastion.example")
+    home = pwd.getpwuid(os.getuid()).pw_dir  # ssh's own ~
+    for host in ("node1", "bastion.example"):
+        known = effective(written(tmp_path, plan), host)["userknownhostsfile"]
+        assert known == f"{home}/.ssh/known_hosts", host
+
+
+def test_a_host_key_alias_of_the_users_is_refused_naming_the_node(tmp_path):
+    user = users(tmp_path / "config", "Host 10.251.0.12\n  HostKeyAlias trusted-host\n")
+    with pytest.raises(SshSetupError, match=r"^node2 \(10\.251\.0\.12\): .* HostKeyAlias trusted"):
+        ssh_config(LAB, MASTERS, user=user)
+
+
+def test_every_master_ends_on_its_own_and_its_path_says_how_long_it_lives(tmp_path):
+    def control(persist_s: int) -> tuple[str, str]:
+        opts = effective(written(tmp_path, LAB, persist_s=persist_s), "node1")
+        return opts["controlpersist"], opts["controlpath"]
+
+    assert control(0)[0] == str(MASTER_IDLE_S)  # ended by the run, and on its own if not
+    assert control(300)[0] == "300"
+    assert len({control(0)[1], control(300)[1], control(600)[1]}) == 3
+
+
+def test_a_socket_path_too_long_for_sun_path_is_a_setup_error_naming_it(tmp_path):
+    long = Path("/tmp") / ("d" * 50)
+    with pytest.raises(SshSetupError) as refused:
+        ssh_config(LAB, long)
+    assert str(refused.value).startswith(f"{long}/%C-")
+    assert "over the 90 a unix socket path leaves ssh" in str(refused.value)
+    assert "fix: set TMPDIR to a shorter folder" in str(refused.value)
