@@ -142,6 +142,19 @@ def add_user_config(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def run_id_arg(text: str) -> str:
+    """--run's value: a run id as the suite makes it; '' (an unset variable) or anything
+    else is a usage error, never every run (that is --all-runs)."""
+    from infergate.deploy.runs import RUN_ID
+
+    if RUN_ID.fullmatch(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text[:40]!a}{'...' if len(text) > 40 else ''} is not a run id (YYYYMMDD-HHMMSS "
+        "then 16 hex digits, as in the container names and labels); every run's: --all-runs"
+    )
+
+
 def make_parser() -> Parser:
     parser = Parser(prog="infergate", description="The inference cluster gate.", epilog=EXIT_STATUS)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -165,7 +178,9 @@ def make_parser() -> Parser:
     )
     gone.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
     which = gone.add_mutually_exclusive_group(required=True)
-    which.add_argument("--run", metavar="ID", help="the run id (in its container names)")
+    which.add_argument(
+        "--run", metavar="ID", type=run_id_arg, help="the run id (in its container names)"
+    )
     which.add_argument("--all-runs", action="store_true", help="every run but a live one")
     add_user_config(gone)
     plan = commands.add_parser("plan", help="check a plan, its schema, one from Ansible")

@@ -22,8 +22,8 @@ LAB_PLAN = ROOT / "inventories" / "lab.yaml"
 # the project's pytest.ini and rootdir from any folder, with no cache written into the checkout
 PROJECT_CONFIG = ("-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-p", "no:cacheprovider")
 CLOSED_PORT = 9  # discard: no sshd listens there on a loopback address
-# on the unit tests whose runs take or hold the real cluster lock of a plan whose head is this
-# machine (/run/infergate/lock/localhost): under -n, one worker runs them, one at a time
+# on the unit tests whose runs take or hold this machine's real cluster lock
+# (/run/infergate-lock): under -n, one worker runs them, one at a time
 LOCKS_LOCALHOST = pytest.mark.xdist_group("lock-on-localhost")
 
 

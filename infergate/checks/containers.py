@@ -125,6 +125,6 @@ def _other_run(
 def down_command(run_id: str | None, inventory_path: str | None = None) -> str:
     """The operator's command that removes a run's containers on every node (all runs'
     when RUN_ID is None)."""
-    which = ["--run", run_id] if run_id else ["--all-runs"]
+    which = ["--all-runs"] if run_id is None else ["--run", run_id]
     where = ["--inventory", inventory_path] if inventory_path else []
     return shlex.join(["infergate", "down", *which, *where])

@@ -35,10 +35,13 @@ FAILURES = (EngineUnreachable, *API_ERRORS)
 
 
 def run_containers(client: DockerClient, run_id: str | None) -> list[RunContainer]:
-    """The containers of RUN_ID (of every run when None) on the node, each once."""
+    """The containers of RUN_ID (of every run when None) on the node, each once; an empty
+    or blank RUN_ID is refused, never read as every run."""
+    if run_id is not None and not run_id.strip():
+        raise ValueError(f"run id {run_id!r}: give a run's id, or None for every run")
     found = []
     for label in LABELS:
-        value = f"{label}={run_id}" if run_id else label
+        value = label if run_id is None else f"{label}={run_id}"
         for c in client.containers.list(all=True, filters={"label": value}):
             image = str(c.attrs.get("Config", {}).get("Image", ""))
             found.append(Container(str(c.name), image, dict(c.labels), str(c.status)))

@@ -7,6 +7,7 @@ Engine API, and the judges of what it found are here.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ from infergate.waiting import TIMEOUT_EXITS
 
 # every container of this suite carries one of them
 LABELS = (RUN_LABEL, PROBE_LABEL)
+# a run's id (fixtures/runs.py:new_run_id): its UTC start, then 64 random bits in hex
+RUN_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{16}")
 # SIGTERM first (a SIGKILLed vLLM leaks its shared memory), then SIGKILL
 STOP_GRACE_S = 5
 
@@ -75,7 +78,7 @@ def check_removed(
     """The removal of a run (every run's when RUN_ID is None) on one node, judged by its exit
     status and by a separate listing after it: `timeout` exits 124 and a killed ssh 255, and
     neither removed anything."""
-    which = f"run {run_id}" if run_id else "every run"
+    which = "every run" if run_id is None else f"run {run_id}"
     problems = []
     if removal[0] != 0:
         late = " (its deadline passed)" if removal[0] in TIMEOUT_EXITS else ""
@@ -118,7 +121,7 @@ def node_remove_hint(run_id: str | None) -> str:
     None): one line per label."""
     lines = []
     for label in LABELS:
-        value = f"{label}={run_id}" if run_id else label
+        value = label if run_id is None else f"{label}={run_id}"
         listing = shlex.join(["docker", "ps", "-aq", "--filter", f"label={value}"])
         lines.append(f"{listing} | xargs -r docker rm -f")
     return "; ".join(lines)

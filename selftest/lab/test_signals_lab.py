@@ -1,15 +1,18 @@
 """Real signals in the lab: a CI cancel (SIGTERM), a closed terminal (SIGHUP) or Ctrl-C
 (SIGINT) mid-launch, or the first two mid-preflight, leaves nothing of the run on any node
 and stops nothing it did not start; a second run while one holds the cluster is refused
-naming it; a run killed outright (SIGKILL: no teardown at all) frees the cluster lock with
-its connection, and the next preflight names what it left, which `infergate down --run ID`
-removes.
+naming it; a dropped lock session is named, and the lock taken again before the removal; a
+run killed outright (SIGKILL: no teardown at all) frees the cluster lock with its
+connection, and the next preflight names what it left, which `infergate down --run ID`
+removes (an empty ID removes nothing).
 
 The launches run the lab's TP 2 plan (inventories/lab-moe-tp2.yaml) and are cut a few
 seconds in, so each costs a container start, not a model load."""
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,9 +64,30 @@ def second_run_is_refused_naming(pytester: pytest.Pytester, run_id: str) -> None
 
 
 def lock_is_free_again(pytester: pytest.Pytester) -> None:
+    """Free again, and taken once for the two nodes: they are one machine (one machine-id)."""
     third = SuiteProcess(pytester, "third", TP2, "-m", "preflight", "-k", "foreign")
     assert third.proc.wait(timeout=300) == 1, third.output()  # the lock is free again
-    assert "cluster lock on node1 (10.251.0.11) taken by run" in third.output()
+    took = re.search(
+        r"cluster lock on node1 \(10\.251\.0\.11\) taken by run \S+ (.*)", third.output()
+    )
+    assert took, third.output()
+    assert took.group(1) == "(node2 on the same machine)"
+
+
+def drop_lock_session(run: SuiteProcess) -> None:
+    """Kill the run's lock session (its ssh, a child of the run), as a cut connection ends
+    it: the run says so at once, naming the node."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if ppid == run.proc.pid and b"cluster.lock" in cmdline:
+            os.kill(int(stat.parent.name), signal.SIGKILL)
+            run.wait_for(r"the cluster lock on node1 \(10\.251\.0\.11\) was lost: its SSH s")
+            return
+    raise AssertionError(f"no lock session under the run:\n{run.output()[-2000:]}")
 
 
 # The refused second run and the lock free after the end are the lock's facts, not the
@@ -87,6 +111,7 @@ def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it
     first.wait_for(r"node2 \(10\.251\.0\.12\): started")
     if lock_too:
         second_run_is_refused_naming(pytester, run_id)
+        drop_lock_session(first)
     else:
         time.sleep(3)
     took = first.end(number)
@@ -95,8 +120,10 @@ def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it
     assert took < within_s, first.output()
     assert left_on_nodes(engine_lab) == {}
     assert foreign_running(engine_lab), "the teardown stopped a container it did not start"
-    assert f"stopped run {run_id}" in (first.dir / "report" / "deploy.log").read_text()
-    if lock_too:
+    log = (first.dir / "report" / "deploy.log").read_text()
+    assert f"stopped run {run_id}" in log
+    if lock_too:  # the lock dropped above is taken again before the removal
+        assert f"lock on node1 (10.251.0.11) was free: taken again by run {run_id}" in log
         lock_is_free_again(pytester)
 
 
@@ -139,6 +166,11 @@ def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_dow
     assert " ".join(down) in message
     assert f"container {FOREIGN} (image" in message  # the foreign one, as before
     command = [str(Path(sys.executable).with_name("infergate")), *down[1:]]
+    unset = subprocess.run(  # `--run "$RUN_ID"` with RUN_ID unset: every run's, before
+        [*command[:2], "--run", "", *down[4:]], capture_output=True, text=True, check=False
+    )
+    assert unset.returncode == 4, unset.stdout + unset.stderr
+    assert set(left_on_nodes(engine_lab, run_id)) == set(NODES)
     done = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False
     )

@@ -115,8 +115,8 @@ def users_key(lab, tmp_path: Path) -> Iterator[Path]:
 
 
 def alias_plan(tmp_path: Path) -> Path:
-    """The lab plan with node2 at the user's alias `spark-b` and no key of the plan's (the
-    head, node1, keeps the lab's: the cluster lock is taken there before any test runs)."""
+    """The lab plan with node2 at the user's alias `spark-b` and no key of the plan's (node1
+    keeps the lab's: the cluster lock, on the machine both share, is taken through it)."""
     plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
     plan["nodes"][1]["address"] = "spark-b"
     del plan["nodes"][1]["ssh"]["key"]

@@ -12,12 +12,14 @@ import pytest
 import yaml
 
 from infergate.cli import main, pytest_argv
+from selftest.suite import closed_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventories" / "lab.yaml"
 HOSTILE = ROOT / "selftest" / "data" / "plans-hostile"
 EXPECTED = yaml.safe_load((HOSTILE / "expected.yaml").read_text())
 PYTEST = [sys.executable, "-m", "pytest", "--pyargs"]
+RUN = "20261201-030512-5f0c2a9e41b7d3c8"
 
 
 @pytest.fixture(autouse=True)
@@ -140,7 +142,7 @@ def test_an_unknown_command_is_a_usage_error() -> None:
 def test_down_refuses_a_bad_plan_as_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """`infergate down` loads the plan as the gate does: a bad one is a usage error."""
     path = HOSTILE / "dup-engine-block.yaml"
-    assert main(["down", "--run", "r1", "--inventory", str(path)]) == 4
+    assert main(["down", "--run", RUN, "--inventory", str(path)]) == 4
     assert f"--inventory {path}, line 26: engine: duplicate key" in capsys.readouterr().err
 
 
@@ -149,6 +151,54 @@ def test_down_wants_a_run_or_all_runs(capsys: pytest.CaptureFixture[str]) -> Non
         main(["down", "--inventory", str(LAB)])
     assert exited.value.code == 4
     assert "one of the arguments --run --all-runs is required" in capsys.readouterr().err
+
+
+# each a usage error, never "no filter": `--run "$RUN_ID"` with the variable unset is the first
+BAD_RUNS = {
+    "empty": "",
+    "blank": "   ",
+    "newline": "\n",
+    "label-injection": "x,label=y",
+    "label-of-every-run": "infergate.run",
+    "two-words": "a b",
+    "glob": "*",
+    "option-like": "--all-runs",
+    "too-long": RUN + "0" * 5000,
+    "id-and-more": RUN + "-x",
+    "unicode-digits": "\uff12" * 8 + RUN[8:],  # fullwidth 2s: \\d would take them
+    "upper-hex": RUN.upper(),
+}
+
+
+@pytest.mark.parametrize("value", BAD_RUNS.values(), ids=BAD_RUNS.keys())
+def test_down_refuses_a_run_id_outside_the_grammar_naming_the_option(
+    value: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # a plan that reaches no node: were the value taken, nothing could be removed
+    with pytest.raises(SystemExit) as exited:
+        main(["down", f"--run={value}", "--inventory", str(closed_plan(tmp_path))])
+    assert exited.value.code == 4
+    err = capsys.readouterr().err
+    assert "infergate down: error: argument --run: " in err
+    assert "is not a run id (YYYYMMDD-HHMMSS then 16 hex digits" in err
+    assert "every run's: --all-runs" in err
+    assert len(err) < 600  # a 5,000-character value is cut, not echoed
+
+
+def test_down_with_an_unset_run_variable_exits_4_before_any_node(tmp_path: Path) -> None:
+    """The installed command, as a script runs it: `--run "$RUN_ID"` with RUN_ID unset
+    removed every run's containers; now a usage error, no traceback, nothing reached."""
+    done = infergate("down", "--run", "", "--inventory", str(closed_plan(tmp_path)), cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "argument --run: '' is not a run id" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert done.stdout == ""
+
+
+def test_down_takes_all_runs_only_alone() -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["down", "--run", RUN, "--all-runs", "--inventory", str(LAB)])
+    assert exited.value.code == 4
 
 
 def test_plan_schema_prints_the_schema_as_json(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,12 +5,17 @@ teardown. The lab proves the rest (test_signals_lab.py)."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,18 +31,27 @@ from infergate.checks.containers import (
 )
 from infergate.deploy.executor import Deployment
 from infergate.deploy.failure import LaunchFailed
+from infergate.deploy.removal import remove_run, run_containers
 from infergate.deploy.runlock import (
+    LOCK_DIR,
+    MAX_WAIT_S,
+    NO_LOCK_DIR,
+    OPEN_LOCK_DIR,
+    ClusterLock,
     Holder,
     busy_problem,
+    by_machine,
+    ended,
+    first_line,
     lock_command,
-    lock_dir,
+    no_reply_problem,
     parse_lock_reply,
-    read_answer,
 )
-from infergate.deploy.runs import check_removed, check_run_not_taken, of_runs
+from infergate.deploy.runs import RUN_ID, check_removed, check_run_not_taken, of_runs
 from infergate.deploy.state import DeployOptions, Say
 from infergate.engines.registry import plan_launch
 from infergate.fixtures import runs
+from infergate.fixtures.plugin import lock_wait_s
 from infergate.fixtures.xdist import WORKER_TEARDOWN_S
 from infergate.interrupts import sigint_deferred
 from infergate.plan.model import Inventory, parse_inventory
@@ -52,7 +66,7 @@ def test_run_ids_carry_64_random_bits_and_stay_readable():
     ids = {runs.new_run_id() for _ in range(2000)}
     assert len(ids) == 2000
     for run_id in list(ids)[:20]:
-        assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{16}", run_id), run_id
+        assert RUN_ID.fullmatch(run_id), run_id  # the grammar `infergate down --run` takes
 
 
 def recorded() -> tuple[list, dict[str, int]]:
@@ -192,6 +206,17 @@ def test_a_refused_handle_removes_nothing():
     handle.close()  # would fail like the test above if it tried to remove
 
 
+def test_the_removal_refuses_an_empty_run_id_and_never_reads_it_as_every_run():
+    """An empty id was no filter: `down --run ''` removed every run's containers. No caller
+    can get that by accident; only None means every run (`--all-runs`)."""
+    client = DockerClient(base_url="unix:///nonexistent.sock", version="1.45")
+    for run_id in ("", "  "):
+        with pytest.raises(ValueError, match="give a run's id, or None for every run"):
+            run_containers(client, run_id)
+        with pytest.raises(ValueError, match="give a run's id"):
+            remove_run(lambda: client, run_id, None)
+
+
 # -- the cluster lock, with the real flock(1)
 
 
@@ -199,36 +224,158 @@ def holder(run_id: str) -> Holder:
     return Holder(run_id, "lab", "ci@runner", 4242, "2026-12-01T03:05:12Z")
 
 
-def take(tmp_path: Path, run_id: str, wait_s: float = 0) -> subprocess.Popen[str]:
-    command = lock_command(holder(run_id), wait_s, str(tmp_path))
-    return subprocess.Popen(
-        ["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+def take(
+    folder: Path, run_id: str, wait_s: float = 0, as_user: tuple[str, ...] = ()
+) -> subprocess.Popen[str]:
+    """The lock command in FOLDER, as the node's shell runs it (as AS_USER: a setpriv
+    prefix), asked to take the lock: its MACHINE line read, its answer next."""
+    request = subprocess.Popen(
+        [*as_user, "sh", "-c", lock_command(holder(run_id), str(folder))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    assert request.stdout.readline().startswith("MACHINE ")
+    request.stdin.write(f"take {wait_s}\n")
+    request.stdin.flush()
+    return request
 
 
 def test_second_run_is_refused_naming_the_first_and_gets_it_once_released(tmp_path):
-    first = take(tmp_path, "run-a")
+    first = take(tmp_path / "lock", "run-a")
     assert first.stdout.readline().strip() == "HELD"
-    second = take(tmp_path, "run-b")
+    second = take(tmp_path / "lock", "run-b")
     out, _ = second.communicate(timeout=10)
     busy = parse_lock_reply(out.splitlines()[0])
     assert second.returncode == 75
     assert busy is not None
     assert busy.holder == holder("run-a")
+    assert busy.verified
     problem = busy_problem(busy, 0, "node1 (10.251.0.11)")
     assert "held by run run-a (plan lab, by ci@runner, pid 4242" in problem.found
-    assert f"kill {busy.head_pid}" in problem.remedy
+    assert f"`kill {busy.head_pid}` (the node verified that this process holds the lock)" in (
+        problem.remedy
+    )
     first.stdin.close()  # the run ends
     assert first.wait(timeout=5) == 0
-    third = take(tmp_path, "run-c")
+    assert sorted(p.name for p in (tmp_path / "lock").iterdir()) == ["cluster.lock"]
+    third = take(tmp_path / "lock", "run-c")
     assert third.stdout.readline().strip() == "HELD"
-    refused = parse_lock_reply(take(tmp_path, "run-d").communicate(timeout=10)[0])
+    refused = parse_lock_reply(take(tmp_path / "lock", "run-d").communicate(timeout=10)[0])
     assert refused is not None
     os.kill(int(refused.head_pid), signal.SIGTERM)  # an operator follows the remedy
-    fourth = take(tmp_path, "run-d", wait_s=5)
+    fourth = take(tmp_path / "lock", "run-d", wait_s=5)
     assert fourth.stdout.readline().strip() == "HELD"
     fourth.stdin.close()
     third.stdin.close()
+
+
+def test_a_pid_the_node_cannot_verify_as_the_holder_is_never_offered_to_kill(tmp_path):
+    """A stale note names a live process that is not the holder (here: a run waiting in
+    the queue, whose fd 9 is the lock file without the lock): no `kill` of it is offered."""
+    folder = tmp_path / "lock"
+    first = take(folder, "run-a")
+    assert first.stdout.readline().strip() == "HELD"
+    waiter = take(folder, "run-b", wait_s=30)
+    time.sleep(0.5)
+    (folder / "holder.pid").write_text(f"{waiter.pid}\n")
+    busy = parse_lock_reply(take(folder, "run-c").communicate(timeout=10)[0])
+    assert busy is not None
+    assert (busy.head_pid, busy.verified) == (str(waiter.pid), False)
+    problem = busy_problem(busy, 0, "node1 (10.251.0.11)", str(folder))
+    assert "kill" not in problem.remedy
+    assert f"`fuser -v {folder}/cluster.lock` names the processes that have it open" in (
+        problem.remedy
+    )
+    for pid in ("0", "self", "1 2"):  # forged notes: none of them is verified
+        (folder / "holder.pid").write_text(pid)
+        busy = parse_lock_reply(take(folder, "run-c").communicate(timeout=10)[0])
+        assert busy is not None
+        assert not busy.verified
+    first.stdin.close()
+    assert waiter.stdout.readline().strip() == "HELD"
+    waiter.stdin.close()
+
+
+def test_the_lock_is_the_ssh_users_alone_and_its_note_goes_with_it(tmp_path):
+    """The folder is made 0700 and the file 0600 (a 0644 file let any local user hold the
+    lock: flock needs only read access); a folder others can enter is refused."""
+    first = take(tmp_path / "lock", "run-a")
+    assert first.stdout.readline().strip() == "HELD"
+    assert stat.S_IMODE((tmp_path / "lock").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "lock" / "cluster.lock").stat().st_mode) == 0o600
+    assert json.loads((tmp_path / "lock" / "holder.json").read_text())["run_id"] == "run-a"
+    first.stdin.close()
+    first.wait(timeout=5)
+    assert not (tmp_path / "lock" / "holder.json").exists()
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o755)
+    refused = take(open_folder, "run-b")
+    _, err = refused.communicate(timeout=10)
+    assert refused.returncode == OPEN_LOCK_DIR
+    assert f"{open_folder}: owner root, mode 755, SSH user root" in err
+    assert not (open_folder / "cluster.lock").exists()
+
+
+AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+AS_OTHER = ("setpriv", "--reuid=65533", "--regid=65533", "--clear-groups")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+def test_a_non_root_ssh_user_is_told_what_to_provision_and_then_holds_it(tmp_path):
+    """As `nobody`, the real lock command: a folder it cannot make, or root's, is a refusal
+    that gives the commands to run as root; once provisioned that way, nobody takes the
+    lock, and another user can neither hold nor open it."""
+    public = Path(tempfile.mkdtemp(dir="/tmp", prefix="infergate-lock-"))
+    try:
+        public.chmod(0o755)  # traversable, not writable by others: like /run
+        folder = public / "lock"
+        refused = take(folder, "run-a", as_user=AS_NOBODY)
+        _, err = refused.communicate(timeout=10)
+        assert refused.returncode == NO_LOCK_DIR, err
+        problem = no_reply_problem(refused.returncode, err, "node1 (10.251.0.11)", "nobody")
+        assert "the SSH user nobody cannot make or write /run/infergate-lock on the node" in (
+            problem.remedy
+        )
+        assert "`install -d -m 0700 -o nobody /run/infergate-lock` and `echo 'd " in problem.remedy
+        assert "/etc/tmpfiles.d/infergate-lock.conf`" in problem.remedy
+        folder.mkdir(mode=0o700)  # root's
+        refused = take(folder, "run-a", as_user=AS_NOBODY)
+        assert refused.wait(timeout=10) == OPEN_LOCK_DIR
+        subprocess.run(["install", "-d", "-m", "0700", "-o", "nobody", str(folder)], check=True)
+        held = take(folder, "run-a", as_user=AS_NOBODY)
+        assert held.stdout.readline().strip() == "HELD"
+        assert (folder / "cluster.lock").stat().st_uid == 65534
+        other = subprocess.run(
+            [*AS_OTHER, "flock", "-n", str(folder / "cluster.lock"), "true"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert other.returncode != 0
+        assert "Permission denied" in other.stderr
+        held.stdin.close()
+        held.wait(timeout=5)
+    finally:
+        shutil.rmtree(public)
+
+
+def test_a_failed_ssh_is_read_with_its_status_though_its_output_closed_first():
+    """ssh closes its output a moment before it exits. Read then, the status was still None
+    and a refused connection read as a head that never answered (a CI run on a slower
+    machine). Here the gap is widened to 0.5 s."""
+    refused = _requester(
+        "exec >&-; echo 'ssh: connect to host 127.0.0.1 port 1: Connection "
+        "refused' >&2; sleep 0.5; exit 255"
+    )
+    line = first_line(refused, 10)
+    status, said = ended(refused, line)
+    assert (line, status) == ("", 255)
+    assert "Connection refused" in said
+    silent = _requester("read line")  # ends when its stdin is closed
+    line = first_line(silent, 0.3)
+    assert (line, ended(silent, line)[0]) == (None, None)
 
 
 def _requester(script: str) -> subprocess.Popen[str]:
@@ -241,34 +388,22 @@ def _requester(script: str) -> subprocess.Popen[str]:
     )
 
 
-def test_a_failed_ssh_is_read_with_its_status_though_its_output_closed_first():
-    """ssh closes its output a moment before it exits. Read then, the status was still None
-    and a refused connection read as a head that never answered (a CI run on a slower
-    machine). Here the gap is widened to 0.5 s."""
-    refused = _requester(
-        "exec >&-; echo 'ssh: connect to host 127.0.0.1 port 1: Connection "
-        "refused' >&2; sleep 0.5; exit 255"
-    )
-    held, busy, (status, said) = read_answer(refused, 10)
-    assert (held, busy, status) == (None, None, 255)
-    assert "Connection refused" in said
-    silent = _requester("read line")  # ends when its stdin is closed
-    held, busy, (status, _) = read_answer(silent, 0.3)
-    assert (held, busy, status) == (None, None, None)
-
-
 CONTROLLER = """
 import subprocess, sys, time
-held = subprocess.Popen(["sh", "-c", sys.argv[1]], stdin=subprocess.PIPE)
+held = subprocess.Popen(["sh", "-c", sys.argv[1]], stdin=subprocess.PIPE, text=True)
+held.stdin.write("take 0\\n")
+held.stdin.flush()
 time.sleep(600)
 """
 
 
 def test_a_killed_holder_frees_the_lock_with_its_pipe(tmp_path):
     """kill -9 of the holding controller: no clean-up code runs, the kernel closes its end
-    of the pipe, the head's shell reads EOF and ends, and the lock with it."""
-    command = lock_command(holder("run-a"), 0, str(tmp_path))
-    controller = subprocess.Popen([sys.executable, "-c", CONTROLLER, command])
+    of the pipe, the node's shell reads EOF and ends, and the lock with it."""
+    command = lock_command(holder("run-a"), str(tmp_path))
+    controller = subprocess.Popen(
+        [sys.executable, "-c", CONTROLLER, command], stdout=subprocess.DEVNULL
+    )
     while not (tmp_path / "holder.pid").exists():
         time.sleep(0.05)
     refused = take(tmp_path, "run-b")
@@ -288,6 +423,104 @@ def test_a_waiting_run_gets_the_lock_when_the_first_ends(tmp_path):
     assert second.stdout.readline().strip() == "HELD"
     second.stdin.close()
     second.wait(timeout=5)
+
+
+# `inf` crashed a run that found the lock held (a thread's join cannot wait that long)
+BAD_WAITS = ["inf", "-inf", "nan", "-1", "86401", "1e400", "", "abc", "0x10", "1_000_000"]
+
+
+@pytest.mark.parametrize("value", BAD_WAITS)
+def test_a_lock_wait_outside_0_to_a_day_is_refused_naming_the_option(value):
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a number of seconds from 0 to"):
+        lock_wait_s(value)
+    assert lock_wait_s("86400") == MAX_WAIT_S
+    assert lock_wait_s("0.5") == 0.5
+
+
+def test_lock_wait_inf_is_a_usage_error_of_the_run(pytester, tmp_path):
+    run = pytester.runpytest_subprocess(
+        *PROJECT_CONFIG,
+        f"--inventory={closed_plan(tmp_path)}",
+        "--lock-wait",
+        "inf",
+        *PHASE_DIRS,
+    )
+    said = run.stdout.str() + run.stderr.str()
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert "argument --lock-wait: 'inf' is not a number of seconds from 0 to 86400" in said
+    assert "Traceback" not in said
+
+
+def two_node_plan() -> Inventory:
+    """Two local nodes, both this machine: one machine, whatever the plan calls it."""
+    data = yaml.safe_load((ROOT / "inventories" / "h200-device.yaml").read_text())
+    second = {"name": "h200b", "address": "127.0.0.2", "fabric": {"address": "127.0.0.2/8"}}
+    data["nodes"].append({**data["nodes"][0], **second, "roles": []})
+    data["engine"]["tensor_parallel"] = 4
+    return parse_inventory(data)
+
+
+def test_two_nodes_on_one_machine_share_one_lock_taken_once(tmp_path):
+    lost: list[tuple[str, str]] = []
+    lock = ClusterLock(
+        two_node_plan(),
+        tmp_path,
+        holder("run-a"),
+        lambda n, why: lost.append((n.name, why)),
+        str(tmp_path / "lock"),
+    )
+    machines, unreachable, refusal = lock.take(0)
+    assert ([[n.name for n in m] for m in machines], unreachable, refusal) == (
+        [["h200", "h200b"]],
+        [],
+        None,
+    )
+    assert len(lock.held) == 1
+    lock.release()
+    assert lost == []
+
+
+def test_every_plan_takes_the_machines_locks_in_one_order():
+    """Two plans naming the same two machines differently, with another head: the same
+    order, so two runs that wait for each other's lock never wait in a cycle."""
+    plan = two_node_plan()
+    a, b = plan.nodes
+    one = by_machine([(a, "m2:b"), (b, "m1:b")])
+    other = by_machine([(b, "m1:b"), (a, "m2:b")])
+    assert list(one) == list(other) == ["m1:b", "m2:b"]
+    assert list(by_machine([(a, "m1:b"), (b, "m1:b")]).values()) == [[a, b]]
+
+
+def test_a_dropped_lock_session_is_reported_and_the_launch_check_names_the_new_holder(
+    tmp_path,
+):
+    """The lock's session ends mid-run (its shell killed, as a dropped connection ends it):
+    the watch reports it naming the node; a second run takes the cluster; the first run's
+    check before its launch refuses naming that run; after it ends, the check takes it back."""
+    plan, folder = two_node_plan(), str(tmp_path / "lock")
+    lost: list[str] = []
+    first = ClusterLock(
+        plan, tmp_path, holder("run-a"), lambda n, why: lost.append(n.where + ": " + why), folder
+    )
+    assert first.take(0)[2] is None
+    assert first.verify() == ([], None)  # held: nothing taken again
+    (shell,) = [h.process for h in first.held]
+    shell.kill()
+    deadline = time.monotonic() + 5
+    while not lost and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lost == ["h200 (localhost): its SSH session ended (exit -9)"]
+    second = ClusterLock(plan, tmp_path, holder("run-b"), lambda n, why: lost.append(why), folder)
+    assert second.take(0)[2] is None
+    again, refusal = first.verify()
+    assert again == []
+    assert refusal is not None
+    assert refusal.node.name == "h200"
+    assert "the cluster lock is held by run run-b (plan lab" in refusal.problem(0).found
+    second.release()
+    again, refusal = first.verify()
+    assert ([n.name for n in again], refusal) == (["h200"], None)
+    first.release()
 
 
 # -- signals during teardown
@@ -360,7 +593,7 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     Docker has no daemon: the node, what Docker said, and the command to finish it."""
     plan = Path(__file__).parents[2] / "inventories" / "h200-device.yaml"
     done = subprocess.run(
-        [sys.executable, "-m", "infergate.cli", "down", "--run", "r1", "--inventory", str(plan)],
+        [sys.executable, "-m", "infergate.cli", "down", "--run", OTHER, "--inventory", str(plan)],
         capture_output=True,
         text=True,
         env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"},
@@ -372,21 +605,17 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     assert "exited 1: h200 (localhost): its Docker engine at unix:///nonexistent.sock does " in (
         done.stdout
     )
-    assert f"infergate down --run r1 --inventory {plan}" in done.stdout
+    assert f"infergate down --run {OTHER} --inventory {plan}" in done.stdout
 
 
 @LOCKS_LOCALHOST
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_run_is_refused_while_another_holds_the_cluster(pytester, xdist):
     """The plan whose one node is this machine: while another run holds its lock (the real
-    lock, in /run/infergate/lock/localhost), the preflight is refused at once naming that
-    run, in one process and under xdist (where the controller asks for it, once)."""
+    lock, in /run/infergate-lock), the preflight is refused at once naming that run, in one
+    process and under xdist (where the controller asks for it, once)."""
     plan = Path(__file__).parents[2] / "inventories" / "h200-device.yaml"
-    inventory = parse_inventory(yaml.safe_load(plan.read_text()))
-    command = lock_command(holder("20261201-031500-aaaabbbbccccdddd"), 30, lock_dir(inventory))
-    other = subprocess.Popen(
-        ["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    other = take(Path(LOCK_DIR), "20261201-031500-aaaabbbbccccdddd", wait_s=30)
     try:
         assert other.stdout.readline().strip() == "HELD"
         run = pytester.runpytest_subprocess(
@@ -443,12 +672,8 @@ def test_deploy_down_leaves_the_run_that_holds_the_cluster(tmp_path):
     """A run that holds the lock is running: `deploy down --run` of it removes nothing and
     says so (its own teardown removes its containers)."""
     plan = ROOT / "inventories" / "h200-device.yaml"
-    inventory = parse_inventory(yaml.safe_load(plan.read_text()))
     live = "20261201-032000-1111222233334444"
-    command = lock_command(holder(live), 30, lock_dir(inventory))
-    other = subprocess.Popen(
-        ["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    other = take(Path(LOCK_DIR), live, wait_s=30)
     try:
         assert other.stdout.readline().strip() == "HELD"
         done = subprocess.run(
