@@ -63,6 +63,22 @@ def run_suite(pytester: pytest.Pytester, *args: str, inventory: Path | None = No
     return SuiteRun(read_junit(junit), result.stdout.str())
 
 
+def suite_argv(folder: Path, plan: Path, *args: str) -> list[str]:
+    """The suite's command line on PLAN, its JUnit XML and reports in FOLDER."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        *PROJECT_CONFIG,
+        f"--junitxml={folder / 'junit.xml'}",
+        f"--inventory={plan}",
+        "--report-dir",
+        str(folder / "report"),
+        *args,
+        *PHASE_DIRS,
+    ]
+
+
 class SuiteProcess:
     """The suite in a subprocess of its own, with its own report dir and output."""
 
@@ -70,18 +86,7 @@ class SuiteProcess:
         self.dir = pytester.path / name
         self.dir.mkdir()
         self.junit, self.out = self.dir / "junit.xml", self.dir / "suite.out"
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *PROJECT_CONFIG,
-            f"--junitxml={self.junit}",
-            f"--inventory={plan}",
-            "--report-dir",
-            str(self.dir / "report"),
-            *args,
-            *PHASE_DIRS,
-        ]
+        argv = suite_argv(self.dir, plan, *args)
         with self.out.open("w") as out:
             self.proc = subprocess.Popen(argv, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT)
 

@@ -115,17 +115,16 @@ def probing(
     probes: PerNode[read.Sections],
     reuse: bool,
     label: str,
-    say: Callable[[str], None],
 ) -> Iterator[Probes]:
     """The probes, in the background while the caller waits or runs its tests. A run that
     ends first has its probe containers removed at once and as they come, a second
-    interruption held meanwhile (docs/notes.md#in-image-probe-teardown)."""
+    interruption held meanwhile, silently (docs/notes.md#in-image-probe-teardown)."""
     with ThreadPoolExecutor(1, thread_name_prefix="in-image") as pool:
         started = pool.submit(_probe_every_node, remotes, engines, inventory, probes, reuse, label)
         try:
             yield started
         finally:
-            with sigint_deferred(say):
+            with sigint_deferred(None):
                 while not started.done():
                     on_every_node(remotes, lambda r: _remove_probes(engines, r.node, label))
                     wait([started], timeout=1.0)
