@@ -30,6 +30,7 @@ from selftest.suite import LAB_PLAN, closed_plan
 # ssh runs this while it parses the file; the marker must never appear
 MATCH_EXEC = 'Match exec "touch {marker}"\n  User nobody\n'
 ENV = "INFERGATE_SSH_CONFIG"
+NO_RUN = "20000101-000000-0000000000000000"  # a run id no container carries
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +78,7 @@ def test_a_plan_naming_a_match_exec_file_runs_nothing_in_check_down_or_the_run(t
     plan = hostile_plan(tmp_path, str(tmp_path / "evil"))
     why = ("nodes[0].ssh.config", "--ssh-user-config or $INFERGATE_SSH_CONFIG")
     refused(infergate("plan", "check", f"--inventory={plan}", cwd=tmp_path), *why)
-    refused(infergate("down", "--run", "x", f"--inventory={plan}", cwd=tmp_path), *why)
+    refused(infergate("down", "--run", NO_RUN, f"--inventory={plan}", cwd=tmp_path), *why)
     refused(infergate("preflight", f"--inventory={plan}", "-p", "no:cacheprovider", cwd=tmp_path))
     assert not marker.exists()
 
@@ -101,10 +102,12 @@ def test_a_plan_naming_itself_runs_nothing(tmp_path):
     plan = hostile_plan(tmp_path, str(tmp_path / "closed-plan.yaml"))
     in_a_prompt(plan, MATCH_EXEC.format(marker=marker))
     refused(infergate("plan", "check", f"--inventory={plan}", cwd=tmp_path), "nodes[0].ssh.config")
-    refused(infergate("down", "--all-runs", f"--inventory={plan}", cwd=tmp_path))
+    refused(infergate("down", "--run", NO_RUN, f"--inventory={plan}", cwd=tmp_path))
     plan = closed_plan(tmp_path)
     in_a_prompt(plan, MATCH_EXEC.format(marker=marker))
-    done = infergate("down", "--run", "x", f"--inventory={plan}", cwd=tmp_path, **{ENV: str(plan)})
+    done = infergate(
+        "down", "--run", NO_RUN, f"--inventory={plan}", cwd=tmp_path, **{ENV: str(plan)}
+    )
     refused(done, f"${ENV}", "is the plan itself")
     assert not marker.exists()
 
@@ -207,8 +210,8 @@ def test_ssh_persist_is_whole_seconds_up_to_a_day(text):
         (("plan", "check"), {ENV: "/etc/x\nProxyCommand id"}, f"${ENV} '/etc/x\\nProxyCommand"),
         (("plan", "check", "--ssh-user-config=/dev/null"), {}, "is not a regular file"),
         (("plan", "check", "--ssh-user-config=/"), {}, "--ssh-user-config '/' is not a regular"),
-        (("down", "--run", "x"), {ENV: "/nonexistent"}, f"${ENV} '/nonexistent': No such"),
-        (("down", "--all-runs", "--ssh-user-config="), {}, "--ssh-user-config '': not a path"),
+        (("down", "--run", NO_RUN), {ENV: "/nonexistent"}, f"${ENV} '/nonexistent': No such"),
+        (("down", "--run", NO_RUN, "--ssh-user-config="), {}, "--ssh-user-config '': not a path"),
     ],
 )
 def test_a_bad_ssh_option_of_check_or_down_is_a_usage_error_naming_it(
@@ -309,7 +312,7 @@ def test_a_users_forward_agent_yes_does_not_reach_the_node(sshd_node, tmp_path, 
 @needs_sshd
 def test_down_ends_the_master_it_opened(sshd_node, tmp_path):
     plan, sshd_pid = sshd_node
-    done = infergate("down", "--run", "x", f"--inventory={plan}", cwd=tmp_path)
+    done = infergate("down", "--run", NO_RUN, f"--inventory={plan}", cwd=tmp_path)
     assert "node1 (127.0.0.1)" in done.stdout, done.stdout + done.stderr  # reached, no Docker
     assert no_sessions(sshd_pid, 2) == []
 
