@@ -50,7 +50,7 @@ def _in(file: Path) -> Iterator[None]:
         raise
     except InventoryError as e:
         raise AnsibleError(file, e) from None
-    except (OSError, RuntimeError) as e:  # a folder not listed; a symlink loop (3.11)
+    except (OSError, RuntimeError) as e:  # a folder not listed; a symlink loop (3.11), a recursion
         said = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise AnsibleError(file, InventoryError("", f"cannot be read: {said}")) from None
 
@@ -313,10 +313,11 @@ def _expand(pattern: str, where: str) -> list[str]:
     node name, and at most MAX_HOSTS of them."""
     parts = _RANGE.split(pattern)
     bounds = list(zip(parts[1::3], parts[2::3], strict=True))
-    if (
-        any(len(first) > 9 or len(last) > 9 for first, last in bounds)
-        or prod(max(0, int(last) - int(first) + 1) for first, last in bounds) > MAX_HOSTS
-    ):
+    sizes = [
+        int(last) - int(first) + 1 if max(len(first), len(last)) <= 9 else MAX_HOSTS + 1
+        for first, last in bounds
+    ]  # each range counted too: an empty one makes the product 0, not the lists small
+    if max(sizes, default=0) > MAX_HOSTS or prod(max(0, n) for n in sizes) > MAX_HOSTS:
         raise InventoryError(where, f"the range {v.quoted(pattern)} is over {MAX_HOSTS} hosts")
     numbers = [
         [
@@ -369,17 +370,12 @@ def _vars_files(folder: Path, kind: str, name: str) -> dict[str, Any]:
     base = folder / kind / name
     found: dict[str, Any] = {}
     with _in(base):
-        inside = sorted(base.iterdir()) if base.is_dir() else []
-        files = [base.with_name(name + suffix) for suffix in _YAML_SUFFIXES]
-        files = (
-            ([] if inside or base.is_dir() else [base])
-            + files
-            + [
-                f
-                for f in inside
-                if not f.name.startswith(".") and f.suffix in ("", *_YAML_SUFFIXES)
-            ]
-        )
+        folder_of_files = base.is_dir()
+        plain = [] if folder_of_files else [base]
+        suffixed = [base.with_name(name + suffix) for suffix in _YAML_SUFFIXES]
+        inside = sorted(base.iterdir()) if folder_of_files else []
+        inside = [f for f in inside if f.name[0] != "." and f.suffix in ("", *_YAML_SUFFIXES)]
+        files = plain + suffixed + inside
         for file in [f for f in files if os.path.lexists(f)]:
             with _in(file):
                 found.update(_vars_file(file, folder))

@@ -130,6 +130,13 @@ CASES = [
         2,
     ),
     Case(
+        "ini-range-empty-times-huge",
+        ini("[gpu]\nn[0:99999999][1:0]\n"),
+        "[gpu].n[0:99999999][1:0]",
+        "is over 4096 hosts",
+        2,
+    ),
+    Case(
         "ini-range-5000-digits",
         ini(f"[gpu]\nn[0:{'9' * 5000}]\n"),
         f"[gpu].n[0:{'9' * 5000}]",
