@@ -107,12 +107,13 @@ def print_schema() -> int:
 
 
 def from_ansible(inventory: Path, group: str | None, out: Path | None) -> int:
-    from infergate.plan.ansible import plan_from_ansible
+    """The plan skeleton, or the file and key of the inventory that is wrong."""
+    from infergate.plan.ansible import AnsibleError, plan_from_ansible
 
     try:
         plan = plan_from_ansible(inventory, group)
-    except InventoryError as e:
-        print(e.in_file(inventory), file=sys.stderr)
+    except AnsibleError as e:
+        print(e.in_file(e.file), file=sys.stderr)
         return USAGE_ERROR
     if out is None:
         print(plan, end="")

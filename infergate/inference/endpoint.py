@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from infergate.plan.apikey import ApiKey
 
@@ -26,3 +28,19 @@ class Endpoint:
     def api_key(self) -> str | None:
         """The bearer token itself, for the HTTP clients (a property: never in a repr)."""
         return self.key.value if self.key else None
+
+
+def endpoint_base(given: str) -> str:
+    """--endpoint (http://HOST:PORT or .../v1) as Endpoint.base; the error never quotes it:
+    a URL may hold a user's password."""
+    base = given.rstrip("/").removesuffix("/v1")
+    parts = urlsplit(base)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or past 65535
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ArgumentTypeError("expected http(s)://HOST:PORT, like http://head:8000 or .../v1")
+    if parts.path or parts.query or parts.fragment:
+        raise ArgumentTypeError("expected http(s)://HOST:PORT, with /v1 or nothing after it")
+    return base

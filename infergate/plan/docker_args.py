@@ -8,10 +8,14 @@ https://docs.docker.com/reference/cli/docker/container/run/
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from docker.types import DeviceRequest, Ulimit
+
+# ASCII digits: str.isdigit takes '²', which int() refuses; 18 digits stay within int64
+_WHOLE = re.compile(r"[0-9]{1,18}")
 
 
 class DockerArgsError(ValueError):
@@ -39,7 +43,7 @@ def gpu_request(value: str) -> DeviceRequest:
     value = value.strip("\"'")
     if value == "all":
         return DeviceRequest(count=-1, capabilities=[["gpu"]])
-    if value.isdigit():
+    if _WHOLE.fullmatch(value):
         return DeviceRequest(count=int(value), capabilities=[["gpu"]])
     if value.startswith("device="):
         ids = value.removeprefix("device=").split(",")
@@ -49,7 +53,7 @@ def gpu_request(value: str) -> DeviceRequest:
 
 def _int(option: str) -> Callable[[str], int]:
     def parse(value: str) -> int:
-        if not value.lstrip("-").isdigit():
+        if not _WHOLE.fullmatch(value.removeprefix("-")):
             raise DockerArgsError(f"{option} {value}: a whole number")
         return int(value)
 

@@ -16,9 +16,9 @@ from infergate.plan.model import Inventory, parse_inventory
 from infergate.plan.values import ROOT, InventoryError, join
 
 PLAN_ENV = "INFERGATE_INVENTORY"  # the plan where no --inventory names one (suite, command, down)
-MAX_BYTES = 256 * 1024  # the shipped plans, comments and all, are under 8 KiB
+MAX_BYTES = 1024 * 1024  # a plan of 4,096 nodes; the shipped plans are under 8 KiB
 MAX_DEPTH = 16  # the deepest key of a plan, nodes[0].fabric.hcas[0], is 4 levels down
-MAX_VALUES = 10_000  # counted with every alias expanded; lab.yaml has 82
+MAX_VALUES = 100_000  # counted with every alias expanded; 2,000 nodes take 26,000, lab.yaml 82
 MAX_INT_DIGITS = 30  # more than any bound needs; int() meets its own limit (4300) later
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -32,13 +32,19 @@ def load_plan(path: Path) -> Inventory:
     return parse_plan(_read(path))
 
 
+def read_text(path: Path) -> str:
+    """The text of the YAML file at PATH, once it is a regular file within the size limit
+    and UTF-8; raise InventoryError (path "") otherwise."""
+    return _decode(_read(path))
+
+
 def parse_plan(raw: bytes) -> Inventory:
     """Parse a plan file's bytes; raise InventoryError with the line of the key."""
-    data, lines = _load_yaml(_decode(raw))
+    data, lines = load_yaml(_decode(raw))
     try:
         return parse_inventory(data)
     except InventoryError as e:
-        raise InventoryError(e.path, e.message, _line_of(e.path, lines)) from None
+        raise InventoryError(e.path, e.message, line_of(e.path, lines)) from None
 
 
 def _read(path: Path) -> bytes:
@@ -67,7 +73,7 @@ def _decode(raw: bytes) -> str:
         ) from None
 
 
-def _load_yaml(text: str) -> tuple[object, Lines]:
+def load_yaml(text: str) -> tuple[object, Lines]:
     """The YAML document in TEXT, and the line of each key path, once the node graph passed
     every check; raise InventoryError naming the key and its line."""
     try:
@@ -126,7 +132,7 @@ class _Walk:
             self._scalar(node, path)
             size = 1
         if size > MAX_VALUES:
-            raise _refused(path, node, f"aliases expand this to over {MAX_VALUES} values")
+            raise _refused(path, node, f"over {MAX_VALUES} values, aliases expanded")
         self.sizes[id(node)] = size
         return size
 
@@ -173,7 +179,7 @@ def _refused(path: str, node: yaml.Node, message: str) -> InventoryError:
     return InventoryError(path, message, node.start_mark.line + 1)
 
 
-def _line_of(path: str, lines: Lines) -> int | None:
+def line_of(path: str, lines: Lines) -> int | None:
     """The line of PATH, or of the nearest key above it that the file has (a missing key's
     mapping, a defaulted key's section)."""
     while path and path not in lines:

@@ -33,7 +33,8 @@ class Ssh:
     port: int = 22  # sshd's port on the node
     key: str | None = None  # private key file; None: the ssh client's defaults
     known_hosts: str | None = None  # None: the user's ~/.ssh/known_hosts
-    # false: accept a node's first key (accept-new), recorded in a file of this plan alone
+    # false: accept-new, a node's first key kept in a known_hosts of this plan alone, a changed
+    # key refused (a lab; production pins keys)
     verify_host_key: bool = True
     jump: str | None = None  # ProxyJump: a node name of this inventory, or [user@]host[:port]
     # false: the operator's own ssh_config (--ssh-user-config) is not read; a plan names no file
@@ -359,6 +360,7 @@ PLACEHOLDERS = ("fabric_ip", "fabric_interface", "head_fabric_ip", "node_name", 
 
 
 _ENV = v.env_map(PLACEHOLDERS)
+_PLAN_NAME = v.text_upto(128)
 _IMAGE_ID = v.matching(re.compile(r"sha256:[0-9a-f]{64}"), "an image ID like sha256:<64 hex>")
 _GIB = v.number_in(0, 65536, " GiB", above=True)  # 64 TiB: more than any one node holds
 _GIB_OR_ZERO = v.number_in(0, 65536, " GiB")
@@ -377,7 +379,7 @@ def parse_inventory(data: object) -> Inventory:
     top = v.Section(data, v.ROOT, keys(Inventory))
     fabric = top.need("fabric", _fabric)
     inventory = Inventory(
-        name=top.need("name", v.text),
+        name=top.need("name", _PLAN_NAME),
         nodes=top.need("nodes", v.list_of(lambda d, p: _node(d, p, fabric), min_len=1)),
         fabric=fabric,
         image=top.need("image", _image),
@@ -495,6 +497,7 @@ def _absolute_path(data: object, path: str) -> str:
     return found
 
 
+v.described(_absolute_path, pattern=f"^/[^:,{v.CONTROLS}]*$", maxLength=v.MAX_TEXT)
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # org/name, as the Hugging Face hub names a repo
 
 

@@ -61,7 +61,9 @@ def plan_schema() -> dict[str, Any]:
     return {
         "$schema": DRAFT,
         "title": "infergate plan",
-        "description": "The deployment plan infergate checks a cluster against.",
+        "description": "The deployment plan infergate checks a cluster against. This schema "
+        "holds each key's type, bounds and the parser's patterns; only `infergate plan check` "
+        "validates a plan fully (the rules between keys, engine.docker_args, jump hosts).",
         **trace.section(v.ROOT),
     }
 
@@ -77,6 +79,7 @@ class _Trace:
         finally:
             v.READS.reset(token)
         self.sections: dict[str, dict[str, v.Read]] = {}
+        self.docs: dict[type, dict[str, str]] = {}  # getsource parses model.py: 30 ms a class
         for read in reads:
             self.sections.setdefault(read.section, {})[read.key] = read
 
@@ -98,7 +101,10 @@ class _Trace:
     def key(self, read: v.Read) -> dict[str, Any]:
         path = v.join(read.section, read.key)
         schema = self.reader(read.reader, path)
-        comment = _field_docs(type(self.value(read.section))).get(read.key)
+        cls = type(self.value(read.section))
+        if cls not in self.docs:
+            self.docs[cls] = _field_docs(cls)
+        comment = self.docs[cls].get(read.key)
         described = [comment or schema.pop("description", None)]
         schema.pop("description", None)
         override = NODE_OVERRIDES.get(_node_key(path) or "")
@@ -115,13 +121,13 @@ class _Trace:
         """The schema of the values READER accepts at PATH."""
         if path in self.sections:
             return self.section(path)
-        if reader in v.SCHEMAS:
+        if "type" in v.SCHEMAS.get(reader, {}):
             schema = dict(v.SCHEMAS[reader])
             items = schema.get("items")
             if callable(items):
                 schema["items"] = self.reader(items, f"{path}[0]")
             return schema
-        return _from_annotation(reader, path)
+        return _from_annotation(reader, path) | v.SCHEMAS.get(reader, {})
 
     def value(self, path: str) -> object:
         """What the parser made of the probe plan at PATH."""
@@ -276,6 +282,11 @@ def _allowed(schema: dict[str, Any]) -> str:
     if low:
         return f"{low}, ≤ {schema['maximum']}"
     pattern = str(schema.get("pattern", "")).removeprefix("^(?:").removesuffix(")$")
+    if not pattern.isprintable():  # a class of control characters: said in words
+        said = ["not `-` first"] if "(?!-)" in pattern else []
+        said.append("no control characters")
+        said += [f"at most {schema['maxLength']} characters"] if "maxLength" in schema else []
+        return ", ".join(said)
     return f"`{pattern}`" if pattern else ""
 
 

@@ -29,14 +29,16 @@ F = TypeVar("F", bound=Callable[[object, str], object])
 SCHEMAS: WeakKeyDictionary[Callable[..., object], dict[str, object]] = WeakKeyDictionary()
 
 
-def _described(reader: F, **schema: object) -> F:
+def described(reader: F, **schema: object) -> F:
+    """READER, with the JSON Schema of what it accepts (without `type`: what its return type
+    says, narrowed by SCHEMA's pattern or length)."""
     SCHEMAS[reader] = schema
     return reader
 
 
 def written_as(model: Reader[object]) -> Callable[[F], F]:
     """Give a reader that converts what MODEL read (to a frozenset, say) MODEL's schema."""
-    return lambda reader: _described(reader, **SCHEMAS[model])
+    return lambda reader: described(reader, **SCHEMAS[model])
 
 
 @dataclass(frozen=True)
@@ -55,17 +57,20 @@ class Read:
 READS: ContextVar[list[Read] | None] = ContextVar("READS", default=None)
 
 ROOT = "<root>"
-NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # also a Host pattern of the ssh_config
+# also a Host pattern of the ssh_config, a file name and a container's; HOST_NAME_MAX is 64
+NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_TEXT = 4096  # one line (PATH_MAX); a longer argument fails the run, not the check
+MAX_PROSE = 65_536  # a prompt, within Linux's 128 KiB for one argument
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DNS_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _IFNAME_RE = re.compile(r"[^\s/:-][^\s/:]{0,14}")  # IFNAMSIZ, the kernel's forbidden chars
 # C0 and C1 controls, DEL, and the line and paragraph separators that some tools split on;
 # in one-line values also tab, newline and the invisible and bidi marks, which make a value
 # read otherwise than it is (a prompt may need those in a right-to-left language)
-_CONTROL_IN_PROSE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
-)
+_PROSE_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"
+CONTROLS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff"
+_CONTROL_IN_PROSE = re.compile(f"[{_PROSE_CONTROLS}]")
+_CONTROL = re.compile(f"[{CONTROLS}]")
 
 
 class InventoryError(ValueError):
@@ -97,6 +102,11 @@ def describe(value: object) -> str:
     if len(shown) > 40:
         shown = shown[:37] + "..."
     return f"{shown} ({type(value).__name__})"
+
+
+def quoted(found: str) -> str:
+    """FOUND as a message quotes it: its first 40 characters, and how long it is past them."""
+    return repr(found) if len(found) <= 40 else f"{found[:40]!r}... ({len(found)} characters)"
 
 
 def _wrong_type(path: str, expected: str, value: object) -> InventoryError:
@@ -152,18 +162,38 @@ def mapping(value: object, path: str) -> dict[str, object]:
 
 def prose(value: object, path: str) -> str:
     """Text that may run over lines (a prompt): no control characters but tab and newline."""
-    if not isinstance(value, str):
-        hint = "; quote it in YAML" if isinstance(value, int | float) else ""
-        raise InventoryError(path, f"expected a string, got {describe(value)}{hint}")
-    if not value.strip():
-        raise InventoryError(path, "must not be empty")
-    return _without(_CONTROL_IN_PROSE, value, path)
+    return _without(_CONTROL_IN_PROSE, _string(value, path, MAX_PROSE), path)
 
 
 def text(value: object, path: str) -> str:
     """One line of text: a name, a path, a flag. A newline in a value that reaches an
     ssh_config, an env-file or a shell line would start a line of its own there."""
-    return _without(_CONTROL, prose(value, path), path)
+    return _without(_CONTROL, _string(value, path, MAX_TEXT), path)
+
+
+def text_upto(limit: int) -> Reader[str]:
+    """A reader of one line of text of at most LIMIT characters (the plan's name: a report's
+    title, a word of the lock's command line)."""
+
+    def read(value: object, path: str) -> str:
+        return _without(_CONTROL, _string(value, path, limit), path)
+
+    return described(read, type="string", pattern=SCHEMAS[text]["pattern"], maxLength=limit)
+
+
+described(prose, pattern=f"^[^{_PROSE_CONTROLS}]*$", minLength=1, maxLength=MAX_PROSE)
+described(text, pattern=f"^[^{CONTROLS}]*$", minLength=1, maxLength=MAX_TEXT)
+
+
+def _string(value: object, path: str, limit: int) -> str:
+    if not isinstance(value, str):
+        hint = "; quote it in YAML" if isinstance(value, int | float) else ""
+        raise InventoryError(path, f"expected a string, got {describe(value)}{hint}")
+    if not value.strip():
+        raise InventoryError(path, "must not be empty")
+    if len(value) > limit:
+        raise InventoryError(path, f"{len(value)} characters long; at most {limit}")
+    return value
 
 
 def argument(value: object, path: str) -> str:
@@ -173,6 +203,9 @@ def argument(value: object, path: str) -> str:
     if found.startswith("-"):
         raise InventoryError(path, f"{found!r} starts with '-': a command would read an option")
     return found
+
+
+described(argument, pattern=f"^(?!-)[^{CONTROLS}]*$", minLength=1, maxLength=MAX_TEXT)
 
 
 def _without(control: re.Pattern[str], found: str, path: str) -> str:
@@ -200,7 +233,7 @@ def int_in(lo: int, hi: int) -> Reader[int]:
             )
         return value
 
-    return _described(read, type="integer", minimum=lo, maximum=hi)
+    return described(read, type="integer", minimum=lo, maximum=hi)
 
 
 PORT = int_in(1, 65535)
@@ -223,7 +256,7 @@ def number_in(lo: float, hi: float, unit: str, *, above: bool = False) -> Reader
         return float(value)
 
     low = {"exclusiveMinimum" if above else "minimum": lo}
-    return _described(read, type="number", **low, maximum=hi)
+    return described(read, type="number", **low, maximum=hi)
 
 
 def _short(number: float) -> str:
@@ -237,13 +270,16 @@ def matching(pattern: re.Pattern[str], what: str) -> Reader[str]:
     def read(value: object, path: str) -> str:
         found = text(value, path)
         if not pattern.fullmatch(found):
-            raise InventoryError(path, f"{found!r} is not {what}")
+            raise InventoryError(path, f"{quoted(found)} is not {what}")
         return found
 
-    return _described(read, type="string", pattern=f"^(?:{pattern.pattern})$", description=what)
+    return described(read, type="string", pattern=f"^(?:{pattern.pattern})$", description=what)
 
 
-NODE_NAME = matching(NODE_NAME_RE, "a valid node name (letters, digits, '.', '_', '-')")
+NODE_NAME = matching(
+    NODE_NAME_RE,
+    "a valid node name (up to 64 letters, digits, '.', '_', '-'; a letter or digit first)",
+)
 IFNAME = matching(
     _IFNAME_RE, "a valid interface name (1-15 characters, no spaces, '/' or ':', no '-' first)"
 )
@@ -257,7 +293,7 @@ def choice(options: tuple[str, ...]) -> Reader[str]:
             raise InventoryError(path, f"{found!r} is not one of {', '.join(options)}")
         return found
 
-    return _described(read, type="string", enum=list(options))
+    return described(read, type="string", enum=list(options))
 
 
 def list_of(reader: Reader[T], *, min_len: int = 0) -> Reader[tuple[T, ...]]:
@@ -271,7 +307,7 @@ def list_of(reader: Reader[T], *, min_len: int = 0) -> Reader[tuple[T, ...]]:
         return tuple(reader(item, f"{path}[{i}]") for i, item in enumerate(value))
 
     bounds = {"minItems": min_len} if min_len else {}
-    return _described(read, type="array", items=reader, **bounds)
+    return described(read, type="array", items=reader, **bounds)
 
 
 def ipv4_address(value: object, path: str) -> IPv4Address:
@@ -326,6 +362,10 @@ def host(value: object, path: str) -> str:
     return found
 
 
+# an IP address (a scope after '%' an interface) or a DNS name: never '-' first, a space or '/'
+described(host, pattern=f"^(?!-)[^\\s/{CONTROLS}]*$", minLength=1, maxLength=253)
+
+
 def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
     """A reader of engine environments: names as the shell allows, values str (or int)."""
 
@@ -346,10 +386,12 @@ def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
 
     names = {"pattern": f"^(?:{_ENV_KEY_RE.pattern})$"}
     known = ", ".join(f"{{{p}}}" for p in placeholders)
-    values = {"type": ["string", "integer"], "description": f"may hold {known}"}
-    return _described(read, type="object", propertyNames=names, additionalProperties=values)
+    values = {"type": ["string", "integer"], "pattern": f"^[^{CONTROLS}]*$"}
+    values["description"] = f"may hold {known}"
+    return described(read, type="object", propertyNames=names, additionalProperties=values)
 
 
+@written_as(list_of(text))
 def flag_list(value: object, path: str) -> tuple[str, ...]:
     """engine.flags, one line each. An error about an API key (the value after `--api-key`,
     or `--api-key=K`) names its place, never the key."""

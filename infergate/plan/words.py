@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import re
 
-from infergate.plan.values import NODE_NAME_RE, InventoryError, argument, host, matching, text
+from infergate.plan.values import (
+    CONTROLS,
+    MAX_TEXT,
+    NODE_NAME_RE,
+    InventoryError,
+    argument,
+    described,
+    host,
+    matching,
+    text,
+)
 
 # Docker's reference grammar (distribution/reference, regexp.go), ASCII as in Go
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -41,6 +51,9 @@ def image_ref(value: object, path: str) -> str:
     return found
 
 
+described(image_ref, pattern=f"^(?:{_IMAGE_REF_RE.pattern.replace('(?P<name>', '(?:')})$")
+
+
 user_name = matching(_USER_RE, "a user name (letters, digits, '.', '_', '-'; no '-' first)")
 hca_name = matching(
     re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?::[0-9]{1,3})?"),
@@ -54,6 +67,9 @@ def ssh_path(value: object, path: str) -> str:
     if '"' in found or "\\" in found:
         raise InventoryError(path, f"{found!r} holds '\"' or '\\', which ssh_config cannot quote")
     return found
+
+
+described(ssh_path, pattern=f'^(?!-)[^"\\\\{CONTROLS}]*$', minLength=1, maxLength=MAX_TEXT)
 
 
 def ssh_include(value: object, path: str) -> bool:
@@ -84,6 +100,10 @@ def jump(value: object, path: str) -> str:
             path, f"{found!r} is neither a node name nor [user@]host[:port] ({e.message})"
         ) from None
     return found
+
+
+# a node name, or [user@]host[:port]: never '-' first (an option of ssh), never a space
+described(jump, pattern=f"^(?!-)[^\\s{CONTROLS}]*$", minLength=1, maxLength=MAX_TEXT)
 
 
 def _host_port(found: str, path: str) -> None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from argparse import ArgumentTypeError
 from pathlib import Path
 
 import pytest
 import yaml
 
 from infergate.cli import main, pytest_argv
+from infergate.inference.endpoint import endpoint_base
 from selftest.suite import closed_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,3 +223,41 @@ def test_plan_from_ansible_prints_or_writes_the_plan(
     assert yaml.safe_load(out.read_text())["nodes"] == printed["nodes"][:2]
     assert main(["plan", "from-ansible", str(sample), "--group", "no-such-group"]) == 4
     assert "no-such-group" in capsys.readouterr().err
+
+
+BAD_ENDPOINTS = [
+    "localhost:8000",
+    "head:8000/v1",
+    "ftp://head:8000",
+    "http://",
+    "http://head:99999",
+    "http://head:port",
+    "http://head:8000/v2/models",
+    "http://head:8000?x=1",
+    "ops:hunter2-secret@head:8000",
+]
+
+
+@pytest.mark.parametrize("url", BAD_ENDPOINTS)
+def test_a_bad_endpoint_is_refused_unquoted(url: str) -> None:
+    with pytest.raises(ArgumentTypeError, match=r"^expected http\(s\)://HOST:PORT") as refused:
+        endpoint_base(url)
+    assert "hunter2" not in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "ops:hunter2-secret@head:8000"])
+def test_a_bad_endpoint_is_a_usage_error_naming_the_option(url: str, tmp_path: Path) -> None:
+    """--endpoint is read with the command line: exit 4 naming it, the URL unquoted (it may
+    hold a password), not a traceback in the first inference test."""
+    run = infergate(
+        "smoke", f"--inventory={LAB}", f"--endpoint={url}", "--collect-only", cwd=tmp_path
+    )
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert "error: argument --endpoint: expected http" in run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
+    assert "hunter2" not in run.stdout + run.stderr
+
+
+def test_a_good_endpoint_is_its_base_url() -> None:
+    assert endpoint_base("https://head:8000/v1/") == "https://head:8000"
+    assert endpoint_base("http://[::1]:8000") == "http://[::1]:8000"
