@@ -13,9 +13,16 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
+from infergate.engines.container import (
+    GATE_OPTIONS,
+    allowed_grants,
+    privileged_grants,
+    refused_grants,
+)
 from infergate.plan.loader import PLAN_ENV as ENV
-from infergate.plan.loader import load_plan
+from infergate.plan.loader import given_plan, load_plan
 from infergate.plan.model import Inventory, InventoryError
+from infergate.plan.values import shown
 
 USAGE_ERROR = 4  # pytest's ExitCode.USAGE_ERROR
 EXIT_STATUS = (
@@ -29,6 +36,11 @@ PHASES = {
     "deploy": (("infergate.tests_deploy", "infergate.tests_inference"), "deploy or inference"),
     "smoke": (("infergate.tests_inference",), "inference"),
 }
+FORBID_HELP = "refuse a plan that grants its containers privileges (but --allow-privileged's)"
+ALLOW_HELP = (
+    "refuse every privilege the plan grants its containers but these, comma-separated "
+    "(privileged, cap:NAME, device:PATH, mount:PATH, security-opt:..., user:root)"
+)
 PHASE_HELP = {
     "preflight": "read-only checks of every node before launch",
     "deploy": "launch the plan's engine, gate it, and run the inference tests against it",
@@ -51,20 +63,58 @@ def plan_summary(inventory: Inventory) -> str:
     return f"{inventory.name} ({inventory.engine.kind}, {len(inventory.nodes)} nodes: {nodes})"
 
 
+def grant_lines(inventory: Inventory) -> list[str]:
+    """The header's lines on what the plan grants its containers on every node, each grant
+    with the key that asks for it (infergate.engines.container.privileged_grants)."""
+    grants = privileged_grants(inventory)
+    own = f"the gate's own ({GATE_OPTIONS})"
+    if not grants:
+        return [f"privileged: the plan asks for nothing beyond {own}"]
+    lines = [f"privileged: beyond {own}, the plan grants its containers on every node:"]
+    return lines + [f"  {g.name} ({g.key}): {g.what}" for g in grants]
+
+
+def privilege_refusal(
+    inventory: Inventory, path: Path, allow: str | None, source: str
+) -> str | None:
+    """The usage error for the grants of the plan at PATH that an operator's allow-list ALLOW
+    (from SOURCE: --allow-privileged; --forbid-privileged is "") leaves out; None: no policy
+    (ALLOW None), or nothing refused."""
+    if allow is None:
+        return None
+    try:
+        allowed = allowed_grants(allow)
+    except ValueError as e:
+        return f"{source}: {e}"
+    refused = refused_grants(privileged_grants(inventory), allowed)
+    if not refused:
+        return None
+    them = "it" if len(refused) == 1 else "them"
+    names = ",".join(dict.fromkeys([*sorted(allowed), *(g.name for g in refused)]))
+    return "\n".join(
+        [f"{source}: the plan {shown(path)} grants its containers what this run refuses:"]
+        + [f"  {g.key} asks for {g.name}: {g.what}" for g in refused]
+        + [f"fix: take {them} out of the plan, or allow {them}: --allow-privileged={names}"]
+    )
+
+
 def pytest_argv(phase: str, inventory: str | None, rest: list[str]) -> list[str]:
     """The pytest command line of PHASE: its installed suites by package, its marker, the
     plan when given here (else pytest reads $INFERGATE_INVENTORY or its ini key)."""
     suites, marker = PHASES[phase]
-    plan = [f"--inventory={inventory}"] if inventory else []
+    plan = [] if inventory is None else [f"--inventory={inventory}"]  # "": pytest refuses it
     return [sys.executable, "-m", "pytest", "--pyargs", *suites, "-m", marker, *plan, *rest]
 
 
 def plan_given(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path:
-    """--inventory, else $INFERGATE_INVENTORY; a usage error without either."""
-    given = args.inventory or os.environ.get(ENV)
-    if not given:
+    """--inventory, else $INFERGATE_INVENTORY; a usage error without either, or with one empty."""
+    try:
+        given = given_plan(args.inventory, os.environ)
+    except InventoryError as e:
+        parser.error(str(e))
+    if given is None:
         parser.error(f"no plan: give --inventory PATH or set {ENV}=PATH")
-    return Path(given)
+    return given
 
 
 def plan_and_ssh(
@@ -89,13 +139,18 @@ def plan_and_ssh(
     return None
 
 
-def check_plan(path: Path, user_config: str | None) -> int:
-    """Load the plan as the gate does and compose its ssh_config: its summary, or what is
-    wrong."""
+def check_plan(path: Path, user_config: str | None, allow: str | None, source: str) -> int:
+    """Load the plan as the gate does and compose its ssh_config: its summary and grants, or
+    what is wrong, or the grants the operator's allow-list ALLOW refuses."""
     loaded = plan_and_ssh(path, user_config, None)
     if loaded is None:
         return USAGE_ERROR
-    print(f"{path}: {plan_summary(loaded[0])}")
+    inventory = loaded[0]
+    refused = privilege_refusal(inventory, path, allow, source)
+    if refused:
+        print(refused, file=sys.stderr)
+        return USAGE_ERROR
+    print("\n".join([f"{shown(path)}: {plan_summary(inventory)}", *grant_lines(inventory)]))
     return 0
 
 
@@ -156,6 +211,12 @@ def run_id_arg(text: str) -> str:
     )
 
 
+def policy(*given: tuple[str, str | None]) -> tuple[str | None, str]:
+    """The operator's allow-list and where it came from: the first of GIVEN, (source, list)
+    nearest the run first, that is set (--forbid-privileged sets ""); (None, "") if none is."""
+    return next(((allow, source) for source, allow in given if allow is not None), (None, ""))
+
+
 def make_parser() -> Parser:
     parser = Parser(prog="infergate", description="The inference cluster gate.", epilog=EXIT_STATUS)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -189,6 +250,8 @@ def make_parser() -> Parser:
     check = plans.add_parser("check", help="load the plan as the gate does; exit 4 if wrong")
     check.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
     add_user_config(check)
+    check.add_argument("--forbid-privileged", action="store_true", help=FORBID_HELP)
+    check.add_argument("--allow-privileged", metavar="GRANTS", help=ALLOW_HELP)
     plans.add_parser("schema", help="the plan's JSON Schema")
     ansible = plans.add_parser("from-ansible", help="a plan from an Ansible inventory")
     ansible.add_argument("ansible_inventory", metavar="INVENTORY", type=Path)
@@ -208,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "down":
         return down(plan_given(args, parser), args.run, args.ssh_user_config)
     if args.plan_command == "check":
-        return check_plan(plan_given(args, parser), args.ssh_user_config)
+        allow, source = policy(
+            ("--allow-privileged", args.allow_privileged),
+            ("--forbid-privileged", "" if args.forbid_privileged else None),
+        )
+        return check_plan(plan_given(args, parser), args.ssh_user_config, allow, source)
     if args.plan_command == "schema":
         return print_schema()
     return from_ansible(args.ansible_inventory, args.group, args.output)

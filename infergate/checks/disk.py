@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from infergate.plan.docker_args import parse_docker_args
+from infergate.plan.docker_args import Volume, parse_docker_args, volume
 
 # the engine images run as root: `~` in the container unless the plan's env sets HOME
 ROOT_HOME = "/root"
@@ -34,26 +34,9 @@ DOCKER_ROOT = "docker-root"
 IMAGE_SIZE = "image-size"
 
 
-@dataclass(frozen=True)
-class Volume:
-    """A `-v` of engine.docker_args: its `source` a host path, or a named volume (no leading /),
-    its `target` the path in the container."""
-
-    source: str
-    target: str
-    read_only: bool
-
-
 def volumes_of(docker_args: Sequence[str]) -> list[Volume]:
-    """The `-v SRC:DST[:OPTS]` of engine.docker_args (a bare `-v DST` is an anonymous volume,
-    under the Docker root like a named one)."""
-    found = []
-    for spec in parse_docker_args(docker_args).get("volumes", []):
-        parts = spec.split(":")
-        source, target = (parts[0], parts[1]) if len(parts) > 1 else ("", parts[0])
-        options = parts[2].split(",") if len(parts) > 2 else []
-        found.append(Volume(source, target, "ro" in options))
-    return found
+    """The `-v SRC:DST[:OPTS]` of engine.docker_args."""
+    return [volume(spec) for spec in parse_docker_args(docker_args).get("volumes", [])]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from infergate.checks.disk import (
     DiskFacts,
     Mount,
-    Volume,
     cache_dirs,
     container_plan,
     disk_section,
@@ -22,6 +21,7 @@ from infergate.checks.disk import (
 )
 from infergate.checks.facts import ProbeError, Sections, section_text
 from infergate.checks.offline import hub_section, hub_target
+from infergate.plan.docker_args import Volume
 from infergate.plan.model import Inventory, Node
 from infergate.problems import Problem
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from infergate.checks.disk import Volume
 from infergate.checks.facts import Sections, section_text
 from infergate.checks.ports import dial_command, parse_dials
+from infergate.plan.docker_args import Volume
 from infergate.plan.model import flag_values, plan_key
 from infergate.problems import Problem
 

@@ -9,7 +9,8 @@ https://docs.docker.com/reference/cli/docker/container/run/
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from docker.types import DeviceRequest, Ulimit
@@ -51,6 +52,25 @@ def gpu_request(value: str) -> DeviceRequest:
     raise DockerArgsError(f"--gpus {value}: all, a count, or device=ID[,ID...]")
 
 
+@dataclass(frozen=True)
+class Volume:
+    """A `-v` of engine.docker_args: its `source` a host path, or a named volume (no leading /),
+    its `target` the path in the container."""
+
+    source: str
+    target: str
+    read_only: bool
+
+
+def volume(spec: str) -> Volume:
+    """`-v SRC:DST[:OPTS]` (a bare `-v DST` is an anonymous volume, under the Docker root like
+    a named one)."""
+    parts = spec.split(":")
+    source, target = (parts[0], parts[1]) if len(parts) > 1 else ("", parts[0])
+    options = parts[2].split(",") if len(parts) > 2 else []
+    return Volume(source, target, "ro" in options)
+
+
 def _int(option: str) -> Callable[[str], int]:
     def parse(value: str) -> int:
         if not _WHOLE.fullmatch(value.removeprefix("-")):
@@ -90,14 +110,13 @@ DOCKER_ARGS: dict[str, _Option] = {
 ALIASES = {"-e": "--env", "-v": "--volume", "-u": "--user", "-m": "--memory", "--net": "--network"}
 
 
-def parse_docker_args(args: Sequence[str]) -> dict[str, Any]:
-    """engine.docker_args (`--opt value` or `--opt=value`) as typed keyword arguments of
-    `containers.create`; DockerArgsError names an option it does not know (passed on unread,
-    it would launch a container the plan did not ask for) or a value it cannot read."""
-    found: dict[str, Any] = {}
-    words = list(args)
-    while words:
-        word = words.pop(0)
+def docker_options(args: Sequence[str]) -> Iterator[tuple[int, str, str | None]]:
+    """Each option of engine.docker_args (`--opt value` or `--opt=value`): its index in ARGS,
+    its long name, its value (None: a flag given bare); DockerArgsError names an option it
+    does not know (passed on unread, it would launch a container the plan did not ask for)."""
+    index = 0
+    while index < len(args):
+        start, word = index, args[index]
         name, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
         name = ALIASES.get(name, name)
         if name not in DOCKER_ARGS:
@@ -105,20 +124,36 @@ def parse_docker_args(args: Sequence[str]) -> dict[str, Any]:
                 f"engine.docker_args: {word} cannot be given through the Docker API; "
                 f"these can: {', '.join(sorted(DOCKER_ARGS))} (and {', '.join(sorted(ALIASES))})"
             )
+        takes_value = DOCKER_ARGS[name][1] is not None
+        if takes_value and not eq:
+            if index + 1 == len(args):
+                raise DockerArgsError(f"engine.docker_args: {word} needs a value after it")
+            index += 1
+            value = args[index]
+        yield start, name, value if eq or takes_value else None
+        index += 1
+
+
+def parse_docker_args(args: Sequence[str]) -> dict[str, Any]:
+    """engine.docker_args as typed keyword arguments of `containers.create`; DockerArgsError
+    names an option it does not know or a value it cannot read."""
+    found: dict[str, Any] = {}
+    for _, name, value in docker_options(args):
         key, parse, combine = DOCKER_ARGS[name]
         if parse is None:
-            found[key] = value.lower() != "false" if eq else True
+            found[key] = flag_on(value)
             continue
-        if not eq:
-            if not words:
-                raise DockerArgsError(f"engine.docker_args: {word} needs a value after it")
-            value = words.pop(0)
         try:
-            parsed = parse(value)
+            parsed = parse(value or "")
         except DockerArgsError as e:
             raise DockerArgsError(f"engine.docker_args: {e}") from None
         found = merged(found, {key: [parsed] if combine == "list" else parsed})
     return found
+
+
+def flag_on(value: str | None) -> bool:
+    """A flag of docker_args, bare (`--privileged`) or with a value (`--privileged=false`)."""
+    return value is None or value.lower() != "false"
 
 
 def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -25,6 +26,19 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _INT_TAG = "tag:yaml.org,2002:int"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 Lines = dict[str, int]  # key path -> its line in the file, 1-based
+
+
+def given_plan(option: str | None, environ: Mapping[str, str]) -> Path | None:
+    """--inventory, else $INFERGATE_INVENTORY; None when neither is set. Set but empty is an
+    InventoryError: `--inventory="$PLAN"` with PLAN unset must not run another plan."""
+    if option is not None:
+        if not option:
+            raise InventoryError("", "--inventory is empty: give the plan's path")
+        return Path(option)
+    given = environ.get(PLAN_ENV)
+    if given == "":
+        raise InventoryError("", f"{PLAN_ENV} is set but empty: give the plan's path, or unset it")
+    return Path(given) if given else None
 
 
 def load_plan(path: Path) -> Inventory:

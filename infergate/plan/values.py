@@ -86,7 +86,15 @@ class InventoryError(ValueError):
 
     def in_file(self, file: object) -> str:
         """As an operator reads it: `FILE, line N: key.path: what is wrong`."""
-        return f"{file}{f', line {self.line}' if self.line else ''}: {self}"
+        return f"{shown(file)}{f', line {self.line}' if self.line else ''}: {self}"
+
+
+def shown(file: object) -> str:
+    """A path as a terminal can show it: as given, else escaped (a control character, a byte
+    that is no UTF-8), and cut past 200 characters."""
+    text = str(file)
+    safe = text if text.isprintable() else ascii(text)[1:-1]
+    return safe if len(safe) <= 200 else f"{safe[:160]}... ({len(text)} characters)"
 
 
 def join(path: str, key: str) -> str:

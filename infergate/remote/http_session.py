@@ -9,6 +9,9 @@ which no exception names (docs/internals.md#http-sessions).
 from __future__ import annotations
 
 import functools
+import os
+import ssl
+import stat
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +20,8 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
+MAX_CA_BUNDLE_BYTES = 16 * 1024 * 1024  # certifi's bundle is 0.3 MB
+MAX_KEY_CHARS = 8192  # servers refuse a header line past 8 KiB (uvicorn's h11: 16 KiB in all)
 CONNECT_S = 10.0  # a reachable endpoint connects in milliseconds; a dead one should not wait
 POOL_SIZE = 256  # connections kept per endpoint: above any planned concurrency
 # what a call can raise: requests' errors are OSErrors, a stream's raw read raises urllib3's
@@ -44,6 +49,34 @@ def _session(origin: str, api_key: str | None, ca_bundle: str | None) -> request
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
+
+
+def key_problem(api_key: str) -> str | None:
+    """Why API_KEY cannot be sent as a bearer token, never showing it: a header carries
+    printable ASCII only (requests refused a newline unsaid, and a non-Latin-1 one raised)."""
+    if len(api_key) > MAX_KEY_CHARS:
+        return f"is longer than {MAX_KEY_CHARS} characters: no server reads a header that long"
+    if not all("!" <= c <= "~" for c in api_key):
+        return "holds a space, a control character or a non-ASCII one: no header can carry it"
+    return None
+
+
+def ca_bundle_problem(path: str) -> str | None:
+    """Why PATH cannot be the CA bundle an https endpoint is verified against: no regular
+    file, over 16 MiB, or no PEM certificate that OpenSSL loads (else every call read as
+    `HTTP 0`)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file; give a PEM file of CA certificates"
+        if info.st_size > MAX_CA_BUNDLE_BYTES:
+            return f"larger than {MAX_CA_BUNDLE_BYTES >> 20} MiB: not a CA bundle"
+        ssl.create_default_context(cafile=path)
+    except ssl.SSLError as e:
+        return f"no CA certificate OpenSSL can load ({e.reason or e})"
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    return None
 
 
 def timeouts(timeout_s: float) -> tuple[float, float]:

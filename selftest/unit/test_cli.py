@@ -101,10 +101,12 @@ def test_a_phase_without_a_plan_exits_4_saying_how_to_give_one(tmp_path: Path) -
     assert "no plan: give the deployment plan (YAML) as --inventory=PATH" in run.stderr
 
 
-def test_plan_check_prints_the_plan_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_check_prints_the_plan_and_its_grants(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "check", "--inventory", str(LAB)]) == 0
     assert capsys.readouterr().out == (
         f"{LAB}: lab (vllm, 2 nodes: node1 (10.251.0.11), node2 (10.251.0.12))\n"
+        "privileged: the plan asks for nothing beyond the gate's own (host network and IPC, "
+        "the GPUs and HCAs, the model read-only)\n"
     )
 
 
