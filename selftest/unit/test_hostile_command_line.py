@@ -74,7 +74,7 @@ CASES = {
         ("--inventory /nonexistent/plan.yaml: cannot read: No such file or directory",),
     ),
     "inventory-10-mb": Case(
-        ("plan", "check", "--inventory={big}"), ("--inventory", ": larger than 256 KiB")
+        ("plan", "check", "--inventory={big}"), ("--inventory", ": larger than 1024 KiB")
     ),
     "inventory-terminal-escape": Case(
         ("plan", "check", "--inventory=/nonexistent/\x1b[2J\x1b]0;owned\x07.yaml"),
