@@ -564,8 +564,9 @@ def test_hostile_inventory_is_refused_naming_file_and_key(case: Case, tmp_path: 
 
 
 def _limits() -> None:
-    """The child's address space: 1 GiB, where the bombs of old took 2 GB."""
+    """The child's address space: 1 GiB, where the bombs of old took 2 GB; its CPU: 20 s."""
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
 
 
 @pytest.mark.parametrize("name", CLI_CASES)
@@ -574,11 +575,10 @@ def test_the_command_refuses_in_one_line(name: str, tmp_path: Path) -> None:
     case = BY_NAME[name]
     inventory = written(case, tmp_path)
     command = [sys.executable, "-m", "infergate.cli", "plan", "from-ansible", str(inventory)]
-    started = time.perf_counter()
+    # the hang bound is the timeout; CPU is capped in the child, so load cannot flake it
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=30, check=False, preexec_fn=_limits
+        command, capture_output=True, text=True, timeout=120, check=False, preexec_fn=_limits
     )
-    assert time.perf_counter() - started < 20
     assert (done.returncode, done.stdout) == (4, "")
     line = f", line {case.line}" if case.line else ""
     key = f"{case.key}: " if case.key else ""
