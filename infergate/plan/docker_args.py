@@ -97,8 +97,9 @@ def parse_docker_args(args: Sequence[str]) -> dict[str, Any]:
         name, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
         name = ALIASES.get(name, name)
         if name not in DOCKER_ARGS:
+            shown = word.partition("=")[0] + ("=..." if "=" in word else "")  # `-eHF_TOKEN=T`
             raise DockerArgsError(
-                f"engine.docker_args: {word} cannot be given through the Docker API; "
+                f"engine.docker_args: {shown} cannot be given through the Docker API; "
                 f"these can: {', '.join(sorted(DOCKER_ARGS))} (and {', '.join(sorted(ALIASES))})"
             )
         key, parse, combine = DOCKER_ARGS[name]
