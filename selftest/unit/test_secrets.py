@@ -482,20 +482,27 @@ def test_a_plan_error_never_echoes_a_secret(kind: str, secret: str) -> None:
 
 
 LEAKY_KEY = '''
-def test_leaky_key(pytestconfig):
-    """Fails showing the key the option gave, in a repr, as a broken test might."""
-    key = pytestconfig.getoption("api_key")
+def test_leaky_key(api_key):
+    """Fails showing the key the run sends, in a repr, as a broken test might."""
+    key = api_key.value
     print("sending", repr(key), ascii(key))
     assert key is None, [key]
 '''
 HOSTILE_KEY = "sk-\"q\\é<&>'x-7d"
 
 
+@pytest.mark.parametrize("source", ["--api-key", "INFERGATE_API_KEY", "OPENAI_API_KEY"])
 def test_a_hostile_api_key_shows_in_no_form_in_the_terminal_or_junit(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
-    """`--api-key` with a quote, a backslash, non-ASCII and HTML's specials: its repr in a
-    traceback, --showlocals and captured output, and JUnit's XML forms, all hidden."""
+    """An API key with a quote, a backslash, non-ASCII and HTML's specials, from the option
+    or the environment: its repr in a traceback, --showlocals and captured output, and
+    JUnit's XML forms, all hidden."""
+    for name in ("INFERGATE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    given = [f"--api-key={HOSTILE_KEY}"] if source == "--api-key" else []
+    if not given:
+        monkeypatch.setenv(source, HOSTILE_KEY)
     pytester.makepyfile(test_leaky_key=LEAKY_KEY)
-    texts = leaky_run(pytester, closed_plan(pytester.path), f"--api-key={HOSTILE_KEY}")
+    texts = leaky_run(pytester, closed_plan(pytester.path), *given)
     assert shown(texts, HOSTILE_KEY) == []
