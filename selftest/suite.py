@@ -46,6 +46,12 @@ class SuiteRun:
         return self.outcomes[test].message
 
 
+def run_folder_in(root: Path) -> Path:
+    """The one run's report folder a run made in ROOT (its --report-dir)."""
+    [folder] = [p for p in root.iterdir() if p.is_dir()]
+    return folder
+
+
 def run_suite(pytester: pytest.Pytester, *args: str, inventory: Path | None = None) -> SuiteRun:
     """`pytest ARGS` from the project root's config, as an operator would run it; its
     reports go to the test's own folder unless ARGS name one (not into the checkout)."""
@@ -97,8 +103,8 @@ class SuiteProcess:
         """A line of the deploy log or the output, matching PATTERN."""
         end = time.monotonic() + timeout_s
         while time.monotonic() < end and self.proc.poll() is None:
-            log = self.dir / "report" / "deploy.log"
-            text = self.output() + (log.read_text() if log.exists() else "")
+            logs = (self.dir / "report").glob("*/deploy.log")
+            text = self.output() + "".join(log.read_text() for log in logs)
             if found := re.search(pattern, text):
                 return found
             time.sleep(0.2)

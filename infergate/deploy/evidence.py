@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from infergate.deploy.state import LaunchState
+from infergate.plan.apikey import redact_data
 from infergate.plan.secrets import private_dir, write_private
 
 EVIDENCE_S = 60.0  # a whole log, `docker inspect`, dmesg
@@ -38,7 +39,8 @@ def container_log(s: LaunchState, node: str) -> str:
 
 
 def inspection(s: LaunchState, node: str) -> str:
-    return json.dumps(s.container(node).attrs, indent=2) + "\n"
+    """The container's inspection, its secrets out before it is JSON (which escapes them)."""
+    return json.dumps(redact_data(s.container(node).attrs, s.secrets), indent=2) + "\n"
 
 
 def kernel_oom(s: LaunchState, node: str) -> str:

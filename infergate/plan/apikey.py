@@ -6,8 +6,12 @@ its value.
 
 from __future__ import annotations
 
+import html
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 from infergate.problems import Problem
 
@@ -97,10 +101,34 @@ def flags_without_key(flags: Sequence[str]) -> tuple[str, ...]:
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """TEXT with every secret replaced by a marker."""
-    for secret in sorted(secrets, key=len, reverse=True):  # a key inside a longer one
-        text = text.replace(secret, HIDDEN) if secret else text
+    """TEXT with every secret replaced by a marker, in each form a text shows it in."""
+    forms = {form for secret in secrets if secret for form in secret_forms(secret)}
+    for form in sorted(forms, key=len, reverse=True):  # a key inside a longer one
+        text = text.replace(form, HIDDEN)
     return text
+
+
+@lru_cache(maxsize=256)
+def secret_forms(secret: str) -> frozenset[str]:
+    """SECRET as it is and as each serialiser escapes it: JSON (ASCII or not), a repr (in
+    either quote, or ascii()), HTML (docs/reports.md#secrets)."""
+    in_json = (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])
+    # a repr quotes with ' and escapes ' where the whole text holds both quotes
+    in_repr = (repr(secret)[1:-1], repr(secret + "'\"")[1:-4], ascii(secret)[1:-1])
+    in_html = (html.escape(secret), html.escape(secret, quote=False))
+    return frozenset((secret, *in_json, *in_repr, *in_html))
+
+
+def redact_data(value: Any, secrets: Sequence[str]) -> Any:
+    """VALUE (JSON-like: dicts, lists, strings) with the secrets out of every string and
+    key, before it is serialised: no escaping can show one then."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, list | tuple):
+        return [redact_data(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {redact_data(k, secrets): redact_data(v, secrets) for k, v in value.items()}
+    return value
 
 
 def check_authorized(status: int, url: str, key: ApiKey | None) -> list[Problem]:

@@ -120,8 +120,9 @@ def docker_options(args: Sequence[str]) -> Iterator[tuple[int, str, str | None]]
         name, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
         name = ALIASES.get(name, name)
         if name not in DOCKER_ARGS:
+            shown = word.partition("=")[0] + ("=..." if "=" in word else "")  # `-eHF_TOKEN=T`
             raise DockerArgsError(
-                f"engine.docker_args: {word} cannot be given through the Docker API; "
+                f"engine.docker_args: {shown} cannot be given through the Docker API; "
                 f"these can: {', '.join(sorted(DOCKER_ARGS))} (and {', '.join(sorted(ALIASES))})"
             )
         takes_value = DOCKER_ARGS[name][1] is not None

@@ -524,7 +524,7 @@ def _engine(data: object, path: str) -> Engine:
         api_port=s.need("api_port", v.PORT),
         flags=s.get("flags", v.flag_list, ()),
         env=s.get("env", _ENV, {}),
-        docker_args=_docker_args(s.get("docker_args", v.list_of(v.text), ()), path),
+        docker_args=_docker_args(s.get("docker_args", v.docker_arg_list, ()), path),
         secret_env=s.get("secret_env", v.list_of(v.ENV_NAME), ()),
     )
 

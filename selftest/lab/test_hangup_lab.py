@@ -21,7 +21,7 @@ import pytest
 
 from selftest.lab.test_deploy_lab import TP2, foreign_running
 from selftest.lab.test_signals_lab import left_on_nodes
-from selftest.suite import SuiteProcess, suite_argv
+from selftest.suite import SuiteProcess, run_folder_in, suite_argv
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -99,7 +99,7 @@ def test_closed_terminal_mid_launch_removes_the_run(engine_lab, pytester, run):
     took = wait_gone(pid)
     first.proc.wait(timeout=30)  # the shell, ended by the same hangup
     print(f"run {run + 1}: the suite ended {took:.1f} s after the hangup")
-    log = (first.dir / "report" / "deploy.log").read_text()
+    log = (run_folder_in(first.dir / "report") / "deploy.log").read_text()
     left = left_on_nodes(engine_lab, run_id)
     for node, ids in left.items():  # the next run starts clean, whatever this one left
         engine_lab.ssh(node, ["docker", "rm", "-f", *ids])

@@ -28,7 +28,7 @@ from infergate_lab.engine import serving_alone
 from infergate_lab.usage_proxy import usage_stripped
 from selftest.browser import check_page
 from selftest.lab.test_deploy_lab import SHORT, plan_file, short_sweep
-from selftest.suite import LAB_PLAN, SuiteRun, run_suite
+from selftest.suite import LAB_PLAN, SuiteRun, run_folder_in, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -121,7 +121,7 @@ def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     assert "test_correctness.py::test_known_answer[probe0]" not in {
         t for t, o in run.outcomes.items() if o.status == "skipped"
     }
-    report = pytester.path / "report"
+    report = run_folder_in(pytester.path / "report")
     page = (report / "report.html").read_text()
     assert page.count("data:image/png;base64,") >= 3  # the per-level plots at least
     assert "node1" in page  # the per-node facts
@@ -295,4 +295,4 @@ def test_server_dying_mid_run_fails_the_requests(server, pytester, lab, tmp_path
     assert run.red() & set(COMPLETES.values()) == killed, run.output
     for test in killed:
         assert "requests failed" in run.message(test)
-    assert (pytester.path / "report" / "report.html").exists()
+    assert (run_folder_in(pytester.path / "report") / "report.html").exists()

@@ -30,7 +30,7 @@ from selftest.lab.test_deploy_lab import (
     short_sweep,
     suite_args,
 )
-from selftest.suite import run_suite
+from selftest.suite import run_folder_in, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -137,7 +137,7 @@ def test_healthy_launch_serves_with_secrets_shown_nowhere(engine_lab, pytester, 
 
     ps = "\n".join(samples)
     assert "vllm serve" in ps, "the samples missed the engine's life"
-    report = pytester.path / "report"
+    report = run_folder_in(pytester.path / "report")
     log = (report / "deploy.log").read_text()
     assert "sending the API key from engine.flags --api-key" in log, log
     files = [p for p in report.rglob("*") if p.is_file()]

@@ -27,7 +27,7 @@ from selftest.lab.test_deploy_lab import (
     short_sweep,
     suite_args,
 )
-from selftest.suite import ROOT, SuiteRun, run_suite
+from selftest.suite import ROOT, SuiteRun, run_folder_in, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -111,7 +111,7 @@ def test_sglang_serves_tp2_across_nodes_green_from_preflight_to_inference(
     assert {f"test_deploy.py::test_rank_is_alive[{n}]" for n in NODES} <= passed
     assert "test_conformance.py::test_openai_client_works_end_to_end" in passed
     assert "serving_base.py" in run.outcomes[UNKNOWN_MODEL].message  # SGLang's design, named
-    report = pytester.path / "report"
+    report = run_folder_in(pytester.path / "report")
     log = (report / "deploy.log").read_text()
     for node, where in (("node1", "10.251.0.11"), ("node2", "10.251.0.12")):
         assert f"{node} ({where}): distributed init" in log, log  # "Init parallel ends."

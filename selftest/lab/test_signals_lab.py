@@ -23,7 +23,7 @@ import pytest
 
 from infergate_lab import Lab
 from selftest.lab.test_deploy_lab import FOREIGN, NODES, TP2, foreign_running
-from selftest.suite import ROOT, SuiteProcess, read_junit
+from selftest.suite import ROOT, SuiteProcess, read_junit, run_folder_in
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -60,7 +60,7 @@ def second_run_is_refused_naming(pytester: pytest.Pytester, run_id: str) -> None
     said = second.output()
     assert "node1 (10.251.0.11): 1 problem(s)" in said
     assert f"the cluster lock is held by run {run_id} (plan lab-moe-tp2, by root@" in said
-    assert not (second.dir / "report" / "deploy.log").exists()
+    assert not list((second.dir / "report").glob("*/deploy.log"))
 
 
 def lock_is_free_again(pytester: pytest.Pytester) -> None:
@@ -120,7 +120,7 @@ def test_signal_mid_launch_removes_the_run_and_a_second_run_is_refused_naming_it
     assert took < within_s, first.output()
     assert left_on_nodes(engine_lab) == {}
     assert foreign_running(engine_lab), "the teardown stopped a container it did not start"
-    log = (first.dir / "report" / "deploy.log").read_text()
+    log = (run_folder_in(first.dir / "report") / "deploy.log").read_text()
     assert f"stopped run {run_id}" in log
     if lock_too:  # the lock dropped above is taken again before the removal
         assert f"lock on node1 (10.251.0.11) was free: taken again by run {run_id}" in log

@@ -28,7 +28,7 @@ from infergate.reports.preflight_json import SCHEMA_VERSION, read_preflight
 from infergate.reports.preflight_seen import CheckSeen, cells
 from infergate.reports.version import ToolVersion
 from selftest.browser import check_page
-from selftest.suite import LOCKS_LOCALHOST, PROJECT_CONFIG, ROOT
+from selftest.suite import LOCKS_LOCALHOST, PROJECT_CONFIG, ROOT, run_folder_in
 
 TOKEN = "hf_preflight_token_41c9e2"
 KEY = "sk-preflight-engine-key-77a0"
@@ -120,7 +120,8 @@ def run_preflight(pytester: pytest.Pytester, *args: str, plan_doc: dict[str, Any
     )
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, output
-    json_path, html_path = out / "preflight.json", out / "preflight.html"
+    folder = run_folder_in(out)
+    json_path, html_path = folder / "preflight.json", folder / "preflight.html"
     assert f"preflight report: {html_path} (results: {json_path})" in output, output
     return Run(read_preflight(json_path), json_path, html_path, junit, output)
 

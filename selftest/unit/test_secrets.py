@@ -6,12 +6,15 @@ records show none, and that what the run keeps is this user's alone (0700, 0600)
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
 import shlex
 import stat
 import subprocess
+import traceback
+import xml.sax.saxutils
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ from infergate.deploy.executor import Deployment
 from infergate.deploy.state import DeployOptions
 from infergate.engines.launch import ClusterJoined, Exec, Launch, Start
 from infergate.engines.registry import plan_launch
-from infergate.plan.apikey import HIDDEN, redact
+from infergate.plan.apikey import HIDDEN, redact, redact_data
 from infergate.plan.model import Inventory, InventoryError, parse_inventory
 from infergate.plan.secrets import (
     RedactingFilter,
@@ -56,10 +59,10 @@ def secret_plan(data: dict[str, Any]) -> dict[str, Any]:
     engine["env"] = {
         **engine.get("env", {}),
         "HF_TOKEN": TOKEN,
-        "MY_CREDENTIAL": MARKED,
+        "MY_OPAQUE_VALUE": MARKED,
         "TOKENIZERS_PARALLELISM": "false",
     }
-    engine["secret_env"] = ["MY_CREDENTIAL"]
+    engine["secret_env"] = ["MY_OPAQUE_VALUE"]
     data["nodes"][1]["env"] = {"DB_PASSWORD": NODE_PASS}
     return data
 
@@ -84,6 +87,17 @@ def plan(kind: str = "vllm") -> Inventory:
         ("NCCL_SOCKET_IFNAME", False),
         ("VLLM_HOST_IP", False),
         ("KEYBOARD", False),
+        ("GITHUB_PAT", True),
+        ("GIT_AUTH", True),
+        ("OAUTH", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS", True),
+        ("SESSION_COOKIE", True),
+        ("DB_PW", True),
+        ("PATH", False),  # PAT is a word of its own, never a part of one
+        ("LD_LIBRARY_PATH", False),
+        ("PWD", False),
+        ("AUTHOR", False),
+        ("MAX_TOKENS", False),  # a count
     ],
 )
 def test_a_name_is_secret_by_a_word_of_it(name: str, secret: bool) -> None:
@@ -91,9 +105,9 @@ def test_a_name_is_secret_by_a_word_of_it(name: str, secret: bool) -> None:
 
 
 def test_a_name_is_secret_when_the_plan_marks_it() -> None:
-    assert not is_secret_name("MY_CREDENTIAL")
-    assert is_secret_name("MY_CREDENTIAL", ("MY_CREDENTIAL",))
-    assert plan().engine.secret_env == ("MY_CREDENTIAL",)
+    assert not is_secret_name("MY_OPAQUE_VALUE")
+    assert is_secret_name("MY_OPAQUE_VALUE", ("MY_OPAQUE_VALUE",))
+    assert plan().engine.secret_env == ("MY_OPAQUE_VALUE",)
 
 
 def test_the_plan_secrets_are_every_secret_value_and_every_key() -> None:
@@ -116,6 +130,31 @@ def test_a_secret_the_plan_put_in_docker_args_is_hidden_too() -> None:
     found = plan_secrets(parse_inventory(data))
     assert {"sk-in-docker-args", "aws-secret-1"} <= set(found)
     assert "/x" not in found
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--hf-token", "hf_flag_token_9"],
+        ["--hf-token=hf_flag_token_9"],
+        ["--db-password", "hf_flag_token_9"],
+    ],
+)
+def test_the_value_of_a_secret_flag_is_a_secret(flags: list[str]) -> None:
+    data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
+    data["engine"]["flags"] += [*flags, "--max-num-batched-tokens", "8192", "--tokenizer", "/m/t"]
+    found = plan_secrets(parse_inventory(data))
+    assert "hf_flag_token_9" in found
+    assert {"8192", "/m/t"} & set(found) == set()
+
+
+def test_a_urls_user_and_password_are_secrets() -> None:
+    data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
+    data["engine"]["env"]["HF_ENDPOINT"] = "https://mirror:hunter2-pw@hub.example/x"
+    data["engine"]["flags"] += ["--model-loader-extra-config", "s3://ak:sk-url-99@bucket"]
+    found = plan_secrets(parse_inventory(data))
+    assert {"mirror:hunter2-pw", "hunter2-pw", "ak:sk-url-99", "sk-url-99"} <= set(found)
+    assert [s for s in found if "hub.example" in s or "https" in s] == []
 
 
 def test_a_value_too_short_to_be_a_secret_is_left_in_texts() -> None:
@@ -300,7 +339,15 @@ def test_a_failing_test_shows_no_secret_anywhere(
     """The terminal (-vvv, --showlocals, live DEBUG logs) and the JUnit file of a run
     whose test fails printing, logging and asserting on the plan's secrets."""
     plan_path = closed_plan(pytester.path, secret_plan(yaml.safe_load(LAB_PLAN.read_text())))
-    test = pytester.makepyfile(test_leaky_plan=LEAKY)
+    pytester.makepyfile(test_leaky_plan=LEAKY)
+    logs = ("--log-level=DEBUG", "-o", "log_cli=true")
+    texts = leaky_run(pytester, plan_path, *logs, "--api-key", SENT, *workers)
+    assert [(where, s) for where, t in texts.items() for s in (*EVERY, SENT) if s in t] == []
+
+
+def leaky_run(pytester: pytest.Pytester, plan_path: Path, *args: str) -> dict[str, str]:
+    """The terminal (-vvv, --showlocals) and JUnit texts of a run of the test_leaky* test
+    made in PYTESTER's folder, which fails; each shows the marker."""
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
         *PROJECT_CONFIG,
@@ -308,20 +355,154 @@ def test_a_failing_test_shows_no_secret_anywhere(
         f"--junitxml={junit}",
         "-vvv",
         "--showlocals",
-        "--log-level=DEBUG",
-        "-o",
-        "log_cli=true",
-        "--api-key",
-        SENT,
         "-k",
         "leaky",
-        *workers,
+        *args,
         str(ROOT / "tests_deploy"),
-        str(test),
+        *map(str, pytester.path.glob("test_leaky*.py")),
     )
     output = result.stdout.str() + result.stderr.str()
     assert "1 failed" in output, output
-    assert HIDDEN in output, output
-    assert HIDDEN in junit.read_text(), junit.read_text()
     texts = {"terminal": output, "junit": junit.read_text()}
-    assert [(where, s) for where, t in texts.items() for s in (*EVERY, SENT) if s in t] == []
+    assert all(HIDDEN in t for t in texts.values()), texts
+    return texts
+
+
+# secrets as a hostile operator or plan writes them: a quote, a backslash, non-ASCII, HTML's
+# and XML's specials, both quotes, a newline (only where no plan check refuses it first)
+HOSTILE = [
+    'pa"ss-word-1',
+    "back\\slash\\key",
+    "sécret-clé-ü",
+    "sk-<&>-amp",
+    "both'quotes\"-x",
+    "new\nline-secret",
+]
+
+
+def forms(secret: str) -> set[str]:
+    """Every way a text may show SECRET: as is, in JSON (ASCII or not), in a repr (either
+    quote), in HTML or an XML attribute."""
+    return {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        repr(f"'\"{secret}")[4:-1],
+        ascii(secret)[1:-1],
+        html.escape(secret),
+        html.escape(secret, quote=False),
+        xml.sax.saxutils.quoteattr(secret)[1:-1],
+    }
+
+
+def shown(texts: dict[str, str], secret: str) -> list[tuple[str, str]]:
+    return [(where, form) for where, t in texts.items() for form in forms(secret) if form in t]
+
+
+def failure_text(secret: str) -> str:
+    """A traceback whose message and locals quote SECRET, as pytest's long form prints them."""
+    try:
+        flags = ["--api-key", secret]
+        raise AssertionError(f"flags {flags!r}, key {secret!r}")
+    except AssertionError:
+        return "".join(traceback.format_exc())
+
+
+@pytest.mark.parametrize("secret", HOSTILE, ids=range(len(HOSTILE)))
+def test_no_output_form_shows_a_hostile_secret(secret: str) -> None:
+    """Each text the run writes, as its writer builds it: JSON (data hidden before it is
+    serialised, and JSON text hidden after), a repr, a traceback, HTML."""
+    data = {"Config": {"Env": [f"HF_TOKEN={secret}"], "Cmd": ["--api-key", secret]}}
+    texts = {
+        "json": json.dumps(redact_data(data, [secret])),
+        "json-utf8": json.dumps(redact_data(data, [secret]), ensure_ascii=False, indent=2),
+        "json-text": redact(json.dumps(data), [secret]),
+        "json-text-utf8": redact(json.dumps(data, ensure_ascii=False), [secret]),
+        "repr": redact(repr(data), [secret]),
+        "traceback": redact(failure_text(secret), [secret]),
+        "html": redact(html.escape(f"<td>{secret}</td>"), [secret]),
+        "html-quoted": redact(f'<a title="{html.escape(secret)}">', [secret]),
+    }
+    assert shown(texts, secret) == []
+    assert all(HIDDEN in t for t in texts.values())
+
+
+@pytest.mark.parametrize("secret", HOSTILE, ids=range(len(HOSTILE)))
+def test_the_deploy_log_shows_no_form_of_a_hostile_secret(secret: str) -> None:
+    inventory = plan()
+    said: list[str] = []
+    nodes = {n.name: n for n in inventory.nodes}
+    options = DeployOptions(None, True, secrets=(secret,))
+    with Deployment(plan_launch(inventory, "run1"), nodes, inspect_io, said.append, options) as d:
+        d.say(f"env {{'HF_TOKEN': {secret!r}}} {json.dumps(secret)} {secret!a}")
+    assert shown({"deploy.log": "\n".join(said)}, secret) == []
+    assert HIDDEN in said[0]
+
+
+PLAN_ERRORS = {
+    "-eHF_TOKEN=": ("docker_args", ["-eHF_TOKEN=@"], "engine.docker_args: -eHF_TOKEN=... "),
+    "control character in -e": (
+        "docker_args",
+        ["-e", "HF_TOKEN=@\x01"],
+        "engine.docker_args[1]: the value holds the control character",
+    ),
+    "control character in --env=": (
+        "docker_args",
+        ["--env=GITHUB_PAT=@\x7f"],
+        "engine.docker_args[0]: the value holds the control character",
+    ),
+    "--hf-token": (
+        "flags",
+        ["--hf-token", "@\x01"],
+        "engine.flags[1]: the value holds the control character",
+    ),
+    "--hf-token=": (
+        "flags",
+        ["--hf-token=@\x1b"],
+        "engine.flags[0]: the value holds the control character",
+    ),
+}
+
+
+@pytest.mark.parametrize("secret", ["hf_" + "a1b2" * 10, *HOSTILE[:5]], ids=range(6))
+@pytest.mark.parametrize("kind", list(PLAN_ERRORS))
+def test_a_plan_error_never_echoes_a_secret(kind: str, secret: str) -> None:
+    """Each kind of plan error about a secret names its place and shows no part of it
+    (a long token too: an error quotes 40 characters of a value)."""
+    key, values, says = PLAN_ERRORS[kind]
+    data = secret_plan(yaml.safe_load((ROOT / "inventories" / PLANS["vllm"]).read_text()))
+    data["engine"][key] = [v.replace("@", secret) for v in values]
+    with pytest.raises(InventoryError) as refused:
+        parse_inventory(data)
+    message = str(refused.value)
+    assert says in message
+    assert shown({"error": message}, secret) == []
+    assert shown({"error": message}, secret[:12]) == []
+
+
+LEAKY_KEY = '''
+def test_leaky_key(api_key):
+    """Fails showing the key the run sends, in a repr, as a broken test might."""
+    key = api_key.value
+    print("sending", repr(key), ascii(key))
+    assert key is None, [key]
+'''
+HOSTILE_KEY = "sk-\"q\\é<&>'x-7d"
+
+
+@pytest.mark.parametrize("source", ["--api-key", "INFERGATE_API_KEY", "OPENAI_API_KEY"])
+def test_a_hostile_api_key_shows_in_no_form_in_the_terminal_or_junit(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """An API key with a quote, a backslash, non-ASCII and HTML's specials, from the option
+    or the environment: its repr in a traceback, --showlocals and captured output, and
+    JUnit's XML forms, all hidden."""
+    for name in ("INFERGATE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    given = [f"--api-key={HOSTILE_KEY}"] if source == "--api-key" else []
+    if not given:
+        monkeypatch.setenv(source, HOSTILE_KEY)
+    pytester.makepyfile(test_leaky_key=LEAKY_KEY)
+    texts = leaky_run(pytester, closed_plan(pytester.path), *given)
+    assert shown(texts, HOSTILE_KEY) == []
