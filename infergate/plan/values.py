@@ -405,6 +405,7 @@ def flag_list(value: object, path: str) -> tuple[str, ...]:
     return _hiding(value, path, flag_secrets)
 
 
+@written_as(list_of(text))
 def docker_arg_list(value: object, path: str) -> tuple[str, ...]:
     """engine.docker_args, one line each. An error about a secret's value (`-e HF_TOKEN=T`)
     names its place, never the value."""
