@@ -322,8 +322,8 @@ class ClusterLock:
             taken.append(HeldLock(process, node, self.lost))
             return None
         status, stderr = ended(process, line)
-        ours = busy is not None and busy.verified and busy.holder is not None
-        if ours_ok and ours and busy and busy.holder and busy.holder.run_id == self.holder.run_id:
+        holding = busy.holder.run_id if busy and busy.verified and busy.holder else None
+        if ours_ok and holding == self.holder.run_id:
             return None
         return Refusal(node, busy, status, stderr)
 
