@@ -41,6 +41,10 @@ ALLOW_HELP = (
     "refuse every privilege the plan grants its containers but these, comma-separated "
     "(privileged, cap:NAME, device:PATH, mount:PATH, security-opt:..., user:root)"
 )
+USER_CONFIG_HELP = (
+    "your own ssh_config, read after the plan's Host blocks (default: $INFERGATE_SSH_CONFIG, "
+    "else ~/.ssh/config; none: not read)"
+)
 PHASE_HELP = {
     "preflight": "read-only checks of every node before launch",
     "deploy": "launch the plan's engine, gate it, and run the inference tests against it",
@@ -190,12 +194,7 @@ def down(path: Path, run: str | None, user_config: str | None) -> int:
 
 
 def add_user_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--ssh-user-config",
-        metavar="PATH",
-        help="your own ssh_config, read after the plan's Host blocks (default: "
-        "$INFERGATE_SSH_CONFIG, else ~/.ssh/config; none: not read)",
-    )
+    parser.add_argument("--ssh-user-config", metavar="PATH", help=USER_CONFIG_HELP)
 
 
 def run_id_arg(text: str) -> str:
