@@ -27,7 +27,6 @@ MAX_HOSTS = 4096  # a skeleton of this many nodes is within the plan loader's MA
 MAX_GROUPS = 1024
 MAX_NESTING = 16  # groups below groups below `all`
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]")
-_INT = re.compile(r"[0-9]{1,18}")  # ASCII digits within int64: str.isdigit takes '²'
 _PROXY_JUMP = re.compile(r"(?i)proxyjump\s*[= ]\s*(\S+)")
 _YAML_SUFFIXES = (".yml", ".yaml", ".json")
 T = TypeVar("T")
@@ -201,7 +200,9 @@ def _mapping(value: object, where: str) -> dict[str, Any]:
 
 def _port(value: object, where: str) -> int:
     """ansible_port, an integer or its digits quoted (Ansible takes either)."""
-    return v.PORT(int(value) if isinstance(value, str) and _INT.fullmatch(value) else value, where)
+    return v.PORT(
+        int(value) if isinstance(value, str) and v.WHOLE_NUMBER.fullmatch(value) else value, where
+    )
 
 
 def _common_args(value: object, where: str) -> str:
@@ -305,7 +306,7 @@ def _ini_line(ansible: _Ansible, section: str, line: str) -> None:
 
 def _ini_value(value: str) -> object:
     """An INI value as Ansible reads a number: ansible_port=2222 is the integer 2222."""
-    return int(value) if _INT.fullmatch(value) else value
+    return int(value) if v.WHOLE_NUMBER.fullmatch(value) else value
 
 
 def _expand(pattern: str, where: str) -> list[str]:

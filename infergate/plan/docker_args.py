@@ -8,15 +8,13 @@ https://docs.docker.com/reference/cli/docker/container/run/
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from docker.types import DeviceRequest, Ulimit
 
-# ASCII digits: str.isdigit takes '²', which int() refuses; 18 digits stay within int64
-_WHOLE = re.compile(r"[0-9]{1,18}")
+from infergate.plan.values import WHOLE_NUMBER
 
 
 class DockerArgsError(ValueError):
@@ -44,7 +42,7 @@ def gpu_request(value: str) -> DeviceRequest:
     value = value.strip("\"'")
     if value == "all":
         return DeviceRequest(count=-1, capabilities=[["gpu"]])
-    if _WHOLE.fullmatch(value):
+    if WHOLE_NUMBER.fullmatch(value):
         return DeviceRequest(count=int(value), capabilities=[["gpu"]])
     if value.startswith("device="):
         ids = value.removeprefix("device=").split(",")
@@ -73,7 +71,7 @@ def volume(spec: str) -> Volume:
 
 def _int(option: str) -> Callable[[str], int]:
     def parse(value: str) -> int:
-        if not _WHOLE.fullmatch(value.removeprefix("-")):
+        if not WHOLE_NUMBER.fullmatch(value.removeprefix("-")):
             raise DockerArgsError(f"{option} {value}: a whole number")
         return int(value)
 

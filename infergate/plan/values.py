@@ -60,6 +60,8 @@ ROOT = "<root>"
 NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_TEXT = 4096  # one line (PATH_MAX); a longer argument fails the run, not the check
 MAX_PROSE = 65_536  # a prompt, within Linux's 128 KiB for one argument
+# ASCII digits within int64: str.isdigit takes '²', which int() refuses
+WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DNS_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _IFNAME_RE = re.compile(r"[^\s/:-][^\s/:]{0,14}")  # IFNAMSIZ, the kernel's forbidden chars
