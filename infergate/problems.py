@@ -13,9 +13,11 @@ class Problem:
     found: str
     planned: str
     remedy: str
+    code: str = ""  # the catalogue's (infergate.catalogue); the check's own where unset
 
     def describe(self) -> str:
-        return f"found {self.found}; planned {self.planned}\n    fix: {self.remedy}"
+        code = f"{self.code} " if self.code else ""
+        return f"{code}found {self.found}; planned {self.planned}\n    fix: {self.remedy}"
 
 
 def describe_all(where: str, problems: list[Problem] | tuple[Problem, ...]) -> str:

@@ -4,12 +4,17 @@ from infergate.checks.facts import identity_of
 from infergate.checks.host import check_docker_engine, check_identity
 from infergate.fixtures.facts import read_fact
 from infergate.fixtures.report import fail_on
+from infergate.preflight.roots import unreachable
+from infergate.remote.ssh import NodeUnreachable
 
 
-def test_ssh_reachable_facts_gathered(identity, node, inventory, probes):
+def test_ssh_reachable_facts_gathered(node, inventory, probes):
     """I can reach every node over SSH and read its hostname, kernel and OS; no two nodes
     share a hostname."""
     seen = probes.every()
+    if isinstance(seen[node.name], NodeUnreachable):
+        fail_on(node, [unreachable(node, seen[node.name]).problem()])
+    identity = read_fact(node, seen[node.name], identity_of)
     others = {
         peer.name: read_fact(peer, seen[peer.name], identity_of).hostname
         for peer in inventory.peers(node)

@@ -17,6 +17,7 @@ from infergate.checks.gpu import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from infergate.checks.gpu_health import HEALTH_FIELDS
 from infergate.checks.gpu_kernel import NVML_LIBRARY
 from infergate.checks.kernel_log import KERNEL_LOG
+from infergate.checks.tools import TOOLS_SECTION
 from infergate.problems import Problem
 from infergate.waiting import LOOK_AT, Deadline
 
@@ -105,6 +106,7 @@ true
 LAST_PRINTED = "PROBE_LAST_PRINTED"
 
 HOST_SECTIONS = (
+    TOOLS_SECTION,
     ("hostname", "hostname"),
     ("uname", "uname -srm"),
     ("os-release", "cat /etc/os-release"),

@@ -11,14 +11,16 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-CHECK = "infergate.check.v1"
-PROBLEMS = "infergate.problems.v1"
+CHECK = "infergate.check.v2"  # v2: with the catalogue's code and severity
+PROBLEMS = "infergate.problems.v2"  # v2: each problem with its code
 ROW = "infergate.node_summary.v1"
 MEMORY = "infergate.node_memory.v1"
 PARITY = "infergate.parity.v1"
 IN_IMAGE_SOURCE = "infergate.in_image_source.v1"
 MODEL_HASH = "infergate.model_hash.v1"
-OURS = (CHECK, PROBLEMS, ROW, MEMORY, PARITY, IN_IMAGE_SOURCE, MODEL_HASH)
+ROOT = "infergate.root.v1"  # the failed roots a skipped check names
+NOT_CHECKED = "infergate.not_checked.v1"  # the nodes a cluster check could not judge
+OURS = (CHECK, PROBLEMS, ROW, MEMORY, PARITY, IN_IMAGE_SOURCE, MODEL_HASH, ROOT, NOT_CHECKED)
 
 
 class PhaseReport(Protocol):
