@@ -290,6 +290,7 @@ CHECKS: dict[str, Entry] = {
         "IG-NCCL-TRANSPORT",
         "rendezvous",
         "pin NCCL_IB_HCA and NCCL_SOCKET_IFNAME to the fabric; check the HCAs' GIDs",
+        needs="rendezvous",
     ),
     # parity
     "test_stack_identical_on_every_node": E(

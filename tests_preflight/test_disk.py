@@ -28,13 +28,13 @@ def _disk_needs(probes, node, inventory):
 
 
 @pytest.mark.xdist_group("cluster")
-def test_compile_caches_not_shared_between_nodes(probes, inventory):
+def test_compile_caches_not_shared_between_nodes(probes, inventory, answered):
     """No node's compile or JIT cache (nor any writable volume) is on a network or FUSE file
     system, or on one another node writes too: engines compiling into one cache clobber each
     other's artifacts (vLLM#24601)."""
-    mounts = {name: f.mounts for name, f in every_node(probes, inventory, disk_of).items()}
+    mounts = {name: f.mounts for name, f in every_node(probes, answered, disk_of).items()}
     places = {
         n.name: writable_places(container_plan(inventory.node_env(n), inventory.engine.docker_args))
-        for n in inventory.nodes
+        for n in answered
     }
-    fail_on_nodes(inventory.nodes, check_shared_caches(places, mounts))
+    fail_on_nodes(answered, check_shared_caches(places, mounts))

@@ -37,17 +37,17 @@ def test_rdma_ports_active_with_roce_v2_gid(probes, node, inventory):
 
 
 @pytest.mark.xdist_group("cluster")
-def test_fabric_mtu_equal_on_every_node(probes, inventory):
+def test_fabric_mtu_equal_on_every_node(probes, inventory, answered):
     """The fabric MTU is the same on every node (and the planned one), so large transfers pass.
     A node without its fabric interface is the interface test's finding, not this one's."""
-    mtus, interfaces = _fabric_mtus(probes, inventory)
-    fail_on_nodes(inventory.nodes, check_mtu_parity(mtus, inventory.fabric.mtu, interfaces))
+    mtus, interfaces = _fabric_mtus(probes, answered)
+    fail_on_nodes(answered, check_mtu_parity(mtus, inventory.fabric.mtu, interfaces))
 
 
-def _fabric_mtus(probes, inventory):
+def _fabric_mtus(probes, nodes):
     """Each node's fabric MTU (where the node has that interface), and the interface."""
-    seen = every_node(probes, inventory, interfaces_of)
-    interfaces = {n.name: n.fabric.interface for n in inventory.nodes}
+    seen = every_node(probes, nodes, interfaces_of)
+    interfaces = {n.name: n.fabric.interface for n in nodes}
     mtus = {name: seen[name][i].mtu for name, i in interfaces.items() if i in seen[name]}
     return mtus, interfaces
 

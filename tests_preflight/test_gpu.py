@@ -40,10 +40,10 @@ def test_gpus_present_as_planned(probes, node):
 
 
 @pytest.mark.xdist_group("cluster")
-def test_driver_same_on_every_node(probes, inventory):
+def test_driver_same_on_every_node(probes, answered):
     """An NVIDIA driver answers on every node, the same version everywhere."""
-    drivers = {n.name: _driver(probes.every()[n.name]) for n in inventory.nodes}
-    fail_on_cluster(inventory.nodes, check_driver_versions(drivers))
+    drivers = {n.name: _driver(probes.every()[n.name]) for n in answered}
+    fail_on_cluster(answered, check_driver_versions(drivers))
 
 
 def _driver(outcome):

@@ -21,11 +21,11 @@ def test_gpus_healthy(probes, node):
 
 
 @pytest.mark.xdist_group("cluster")
-def test_gpus_alike_across_nodes(probes, inventory):
+def test_gpus_alike_across_nodes(probes, answered):
     """GPUs of one model have the same SM clock ceiling and power limit on every node: one
     capped node sets the pace of every collective."""
-    health = every_node(probes, inventory, gpu_health_of)
-    fail_on_nodes(inventory.nodes, check_gpu_peers(health))
+    health = every_node(probes, answered, gpu_health_of)
+    fail_on_nodes(answered, check_gpu_peers(health))
 
 
 def test_no_gpu_errors_in_kernel_log(probes, node):

@@ -9,9 +9,9 @@ from infergate.fixtures.report import fail_on_nodes
 
 
 @pytest.mark.xdist_group("cluster")
-def test_image_same_id_on_every_node(probes, inventory):
+def test_image_same_id_on_every_node(probes, inventory, answered):
     """Every node has the planned image, and the same image ID (`.Id`, not RepoDigests);
     a node without it is told the exact `docker save | ssh docker load` that copies it."""
-    ids = every_node(probes, inventory, image_id_of)
+    ids = every_node(probes, answered, image_id_of)
     image = inventory.image
-    fail_on_nodes(inventory.nodes, check_image_parity(image.ref, ids, inventory.nodes, image.id))
+    fail_on_nodes(answered, check_image_parity(image.ref, ids, answered, image.id))

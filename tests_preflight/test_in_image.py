@@ -13,10 +13,19 @@ from infergate.checks.inimage import (
 from infergate.checks.inimage_ran import check_nccl_ran
 from infergate.checks.nccl import check_nccl_bandwidth, check_nccl_transport, parse_torchrun_log
 from infergate.engines.registry import engine_for
+from infergate.fixtures.facts import settled
 from infergate.fixtures.report import fail_on, fail_on_nodes
+from infergate.preflight.in_image import ran_problems
 
 # one worker runs every in-image test: the rendezvous must happen once per run
 pytestmark = [pytest.mark.image, pytest.mark.xdist_group("cluster")]
+
+
+def test_probe_container_runs(in_image, node, inventory):
+    """The planned image starts a container on every node, and the probe in it runs to its
+    end: every other in-image check reads what it printed."""
+    facts = settled(in_image[node.name])
+    fail_on(node, list(facts.blocked) or ran_problems(facts, inventory))
 
 
 def test_model_architecture_supported_by_image(image_facts, node, inventory):

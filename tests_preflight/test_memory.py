@@ -15,9 +15,9 @@ def test_memory_available_for_plan(memory, node, inventory):
 
 
 @pytest.mark.xdist_group("cluster")
-def test_memory_balanced_across_nodes(probes, inventory):
+def test_memory_balanced_across_nodes(probes, inventory, answered):
     """No node has much less memory than the others: SGLang refuses to start below 0.9 of
     the best (`memory capacity is unbalanced`), vLLM sizes every KV cache to the smallest."""
-    usable = {n: m.usable for n, m in every_node(probes, inventory, memory_of).items()}
+    usable = {n: m.usable for n, m in every_node(probes, answered, memory_of).items()}
     ratio = inventory.thresholds.tp_balance_min_ratio
-    fail_on_nodes(inventory.nodes, check_tp_balance(usable, ratio))
+    fail_on_nodes(answered, check_tp_balance(usable, ratio))

@@ -26,11 +26,11 @@ def test_model_files_present(model_dir, node, inventory):
 
 
 @pytest.mark.xdist_group("cluster")
-def test_model_same_files_and_sizes_on_every_node(probes, inventory):
+def test_model_same_files_and_sizes_on_every_node(probes, answered):
     """Every node has the same model files with the same sizes."""
-    seen = every_node(probes, inventory, model_of)
+    seen = every_node(probes, answered, model_of)
     listings = {name: m.files for name, m in seen.items() if m.files is not None}
-    fail_on_nodes(inventory.nodes, check_model_parity(listings))
+    fail_on_nodes(answered, check_model_parity(listings))
 
 
 @pytest.mark.xdist_group("cluster")

@@ -26,13 +26,13 @@ def test_tokenizer_is_a_local_path(probes, node, inventory):
 
 
 @pytest.mark.xdist_group("cluster")
-def test_hub_offline_mode_where_the_hub_is_unreachable(probes, inventory):
+def test_hub_offline_mode_where_the_hub_is_unreachable(probes, inventory, answered):
     """Every node that does not reach the model hub (HF_ENDPOINT, or its HTTPS proxy) runs with
     HF_HUB_OFFLINE=1, so nothing waits on the hub at launch; the failure says which nodes do
     reach it."""
-    failed = every_node(probes, inventory, hub_dial_of)
+    failed = every_node(probes, answered, hub_dial_of)
     offline, endpoint = _planned_offline(inventory)
-    fail_on_nodes(inventory.nodes, check_offline_mode(failed, offline, endpoint))
+    fail_on_nodes(answered, check_offline_mode(failed, offline, endpoint))
 
 
 def _planned_offline(inventory):

@@ -26,16 +26,20 @@ def test_stack_identical_on_every_node(probes, in_image, model_hashes, inventory
 def _stack_matrix(probes, in_image, model_hashes, inventory):
     """Each part of the stack, by node: the host's, the image's packages, the model, the env."""
     nodes = [n.name for n in inventory.nodes]
-    ident = every_node(probes, inventory, identity_of)
+    ident = every_node(probes, inventory.nodes, identity_of)
     seen = probes.every()
     matrix = {
         "kernel": {n: ident[n].kernel for n in nodes},
         "OS": {n: ident[n].os for n in nodes},
-        "docker": {n: str(d.server) for n, d in every_node(probes, inventory, docker_of).items()},
+        "docker": {
+            n: str(d.server) for n, d in every_node(probes, inventory.nodes, docker_of).items()
+        },
         "driver": {
             n.name: summary_row(n, settled(seen[n.name]))["driver"] for n in inventory.nodes
         },
-        "image ID": {n: str(i)[:19] for n, i in every_node(probes, inventory, image_id_of).items()},
+        "image ID": {
+            n: str(i)[:19] for n, i in every_node(probes, inventory.nodes, image_id_of).items()
+        },
     }
     versions = {n: o.part("versions") for n, o in settled_every(in_image).items()}
     for package in IN_IMAGE:

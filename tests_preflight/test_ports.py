@@ -13,15 +13,14 @@ from infergate.fixtures.report import fail_on, fail_on_nodes
 
 # in the cluster group: read before the dist-init listener holds its port
 @pytest.mark.xdist_group("cluster")
-def test_engine_ports_free_on_every_node(probes, inventory):
+def test_engine_ports_free_on_every_node(probes, inventory, answered):
     """The ports the engine's ranks bind on each node (the head's API and rendezvous, a
     fixed VLLM_PORT, SGLang's health server, Ray's own) are free there."""
-    seen, engine = every_node(probes, inventory, listening_of), engine_for(inventory)
+    seen, engine = every_node(probes, answered, listening_of), engine_for(inventory)
     problems = {
-        n.name: check_ports_free(seen[n.name], engine.planned_ports(inventory, n))
-        for n in inventory.nodes
+        n.name: check_ports_free(seen[n.name], engine.planned_ports(inventory, n)) for n in answered
     }
-    fail_on_nodes(inventory.nodes, problems)
+    fail_on_nodes(answered, problems)
 
 
 def test_engine_ports_outside_ephemeral_range(probes, node, inventory):

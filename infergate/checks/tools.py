@@ -17,7 +17,7 @@ TOOLS_SECTION = (
 )
 
 
-def missing_tools(sections: "read.Sections") -> tuple[str, ...]:
+def missing_tools(sections: read.Sections) -> tuple[str, ...]:
     """The needed commands the node lacks; none where the section is missing."""
     section = sections.get("tools")
     if section is None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from infergate.catalogue import CHECKS, NODE_ROOTS, root_check
 from infergate.checks import facts as read
+from infergate.checks.host import check_docker_engine
 from infergate.checks.inimage import check_all_reduce
 from infergate.checks.tools import missing_tools
 from infergate.plan.model import Inventory, Node
@@ -103,9 +104,8 @@ class Roots:
         """The first root up to NEEDS that failed on NODE; a check that reports root OWN
         looks only at the roots before it. TOOLS: the node commands it needs; IN_IMAGE: the
         probe containers' outcomes, made when a root asks for them."""
-        chain = NODE_ROOTS[: NODE_ROOTS.index(needs) + 1]
-        if own in chain:
-            chain = chain[: chain.index(own)]
+        own_at = NODE_ROOTS.index(own) if own in NODE_ROOTS else -1
+        chain = NODE_ROOTS[: own_at if own_at >= 0 else NODE_ROOTS.index(needs) + 1]
         if "docker" in chain:
             tools = (*tools, "docker")
         for root in chain:
@@ -127,12 +127,13 @@ class Roots:
         if root == "tools":
             return self._tools(node, outcome, tools)
         if root == "docker":
-            engine = read.docker_of(outcome)
-            if engine.server:
+            [down, *_] = check_docker_engine(read.docker_of(outcome)) or [None]
+            if down is None:
                 return None
-            said = "has no Docker engine that answers"
-            fix = CHECKS[root_check("docker")].remedy
-            return Blocked(root, "IG-DOCKER-DOWN", node.where, said, fix, reporter(root, node))
+            said, short = down.found, "has no Docker engine that answers"
+            return Blocked(
+                root, "IG-DOCKER-DOWN", node.where, said, down.remedy, reporter(root, node), short
+            )
         if root == "image":
             return self._image(node, outcome)
         if root in ("in-image", "rendezvous"):

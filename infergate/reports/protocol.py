@@ -20,7 +20,8 @@ IN_IMAGE_SOURCE = "infergate.in_image_source.v1"
 MODEL_HASH = "infergate.model_hash.v1"
 ROOT = "infergate.root.v1"  # the failed roots a skipped check names
 NOT_CHECKED = "infergate.not_checked.v1"  # the nodes a cluster check could not judge
-OURS = (CHECK, PROBLEMS, ROW, MEMORY, PARITY, IN_IMAGE_SOURCE, MODEL_HASH, ROOT, NOT_CHECKED)
+CODE = "infergate.code.v1"  # a deploy or inference check's code and severity
+OURS = (CHECK, PROBLEMS, ROW, MEMORY, PARITY, IN_IMAGE_SOURCE, MODEL_HASH, ROOT, NOT_CHECKED, CODE)
 
 
 class PhaseReport(Protocol):

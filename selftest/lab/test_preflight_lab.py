@@ -48,6 +48,7 @@ IN_IMAGE_PER_NODE = (
     "test_launch_container.py::test_chat_template_renders_in_image",
     "test_launch_container.py::test_launch_container_open_files",
     "test_launch_container.py::test_launch_container_caches_writable",
+    "test_in_image.py::test_probe_container_runs",
 )
 MTU = "test_fabric.py::test_fabric_mtu_equal_on_every_node"
 DIST_INIT = "test_fabric.py::test_dist_init_port_reachable_from_every_node"
@@ -149,28 +150,65 @@ def test_memory_held_names_the_node(engine_lab, pytester):
     assert "node2 (" not in run.message(BALANCE)
 
 
-def test_sshd_stopped_names_the_node_quickly(engine_lab, pytester):
+def one_root(run: SuiteRun, root: str, node: str, said: str, fix: str) -> set[str]:
+    """ROOT, the check of a root, alone red, once; what it stops skipped naming it (their
+    ids returned); no error; the verdict names the cause and its fix."""
+    assert run.red() == {root}, run.output
+    assert not [t for t, o in run.outcomes.items() if o.status == "error"], run.output
+    stopped = {t for t, o in run.outcomes.items() if "not checked:" in o.message}
+    for test in stopped:
+        assert run.outcomes[test].status == "skipped", test
+        assert f"not checked: {node}" in run.message(test), test
+        assert f"({root.partition('::')[2]})" in run.message(test), test
+    verdict = run.output.partition("infergate: verdict")[2]
+    assert "NOT READY: 1 root cause(s), 0 other failure(s)" in verdict, run.output
+    assert said in verdict and f"fix: {fix}" in verdict, verdict
+    return stopped
+
+
+def test_sshd_stopped_is_one_failure_and_its_checks_skip(engine_lab, pytester):
     engine_lab.apply_fault("sshd-stop", "node2")
     run = host_level(pytester)
-    needs_node2 = {MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, PORTS, AFTER}
-    needs_node2 |= {SHARED_CACHES, HUB_OFFLINE, RAILS}
-    assert run.red() == {f"{t}[node2]" for t in PER_NODE} | needs_node2, run.output
-    for test in run.red():
-        assert "node2 (10.251.0.12) is unreachable over SSH" in run.message(test), test
-        assert run.outcomes[test].seconds < 10, (test, run.outcomes[test].seconds)
+    root = "test_host.py::test_ssh_reachable_facts_gathered[node2]"
+    stopped = one_root(
+        run,
+        root,
+        "node2 (10.251.0.12)",
+        "IG-SSH-UNREACHABLE is unreachable over SSH",
+        "start sshd on the node",
+    )
+    assert {f"{t}[node2]" for t in PER_NODE} - {root} <= stopped, run.output
+    # the cluster checks judge node1; those that need both nodes skip naming node2
+    assert {DIST_INIT, AFTER, RAILS, MODEL_CONTENT} <= stopped, run.output
+    assert {MTU, BALANCE, IMAGE_ID, MODEL_SAME, PORTS} <= ran(run) - stopped, run.output
+    assert run.outcomes[root].seconds < 10, run.outcomes[root].seconds
 
 
-def test_docker_stopped_names_the_node(engine_lab, pytester):
+def test_docker_stopped_is_one_failure_and_its_checks_skip(engine_lab, pytester):
     engine_lab.apply_fault("docker-stop", "node2")
     run = host_level(pytester)
-    docker = "test_host.py::test_docker_engine_answers[node2]"
-    containers = "test_containers.py::test_no_foreign_containers[node2]"
-    assert run.red() == {docker, containers, IMAGE_ID}, run.output
-    assert "no engine answered" in run.message(docker)
-    assert "systemctl start docker" in run.message(docker)
-    for test in (containers, IMAGE_ID):
-        assert "node2 (10.251.0.12)" in run.message(test)
-        assert "Cannot connect to the Docker daemon" in run.message(test)
+    root = "test_host.py::test_docker_engine_answers[node2]"
+    stopped = one_root(
+        run,
+        root,
+        "node2 (10.251.0.12)",
+        "IG-DOCKER-DOWN docker CLI 28",
+        "start the engine: `sudo systemctl start docker`",
+    )
+    assert "test_containers.py::test_no_foreign_containers[node2]" in stopped, run.output
+    assert IMAGE_ID in ran(run), run.output  # judged on node1
+
+
+def test_image_missing_is_one_failure_with_the_copy_command(engine_lab, pytester):
+    engine_lab.apply_fault("image-missing", "node2", IMAGE)
+    run = run_suite(pytester, "-m", "preflight")
+    save, load = f"'docker save {IMAGE}'", "'docker load'"
+    copy = f"{LAB_SSH} root@10.251.0.11 {save} | {LAB_SSH} root@10.251.0.12 {load}"
+    stopped = one_root(run, IMAGE_ID, "node2 (10.251.0.12)", "IG-IMAGE-MISSING", copy)
+    assert f"found image {IMAGE} missing" in run.message(IMAGE_ID)
+    probe = "test_in_image.py::test_probe_container_runs[node2]"
+    assert {probe, RENDEZVOUS, PARITY} | on(IN_IMAGE_PER_NODE[0], "node2") <= stopped
+    assert on(IN_IMAGE_PER_NODE[0], "node1") <= ran(run), run.output
 
 
 def test_foreign_container_is_named_with_its_memory(engine_lab, pytester):
@@ -218,16 +256,6 @@ def test_flipped_byte_with_size_and_mtime_kept_is_caught(engine_lab, pytester, t
     assert "node2 (10.251.0.12)" in text
     assert "model.safetensors sha256" in text
     assert "node1 (" not in text  # the plan's manifest says which node is right
-
-
-def test_image_missing_on_one_node_gives_the_copy_command(engine_lab, pytester):
-    engine_lab.apply_fault("image-missing", "node2", IMAGE)
-    run = host_level(pytester)
-    assert run.red() == {IMAGE_ID}, run.output
-    text = run.message(IMAGE_ID)
-    assert f"found image {IMAGE} missing" in text
-    save, load = f"'docker save {IMAGE}'", "'docker load'"
-    assert f"{LAB_SSH} root@10.251.0.11 {save} | {LAB_SSH} root@10.251.0.12 {load}" in text
 
 
 def test_image_different_on_one_node_is_named(engine_lab, pytester):
