@@ -162,7 +162,8 @@ def one_root(run: SuiteRun, root: str, node: str, said: str, fix: str) -> set[st
         assert f"({root.partition('::')[2]})" in run.message(test), test
     verdict = run.output.partition("infergate: verdict")[2]
     assert "NOT READY: 1 root cause(s), 0 other failure(s)" in verdict, run.output
-    assert said in verdict and f"fix: {fix}" in verdict, verdict
+    assert said in verdict, verdict
+    assert f"fix: {fix}" in verdict, verdict
     return stopped
 
 

@@ -33,7 +33,8 @@ def test_each_root_has_one_check_and_entries_hold_known_values():
         assert e.severity in ("fail", "warn"), name
         assert e.tier in TIERS, name
         assert e.needs in ("", *NODE_ROOTS, "endpoint"), name
-        assert e.remedy and e.group, name
+        assert e.remedy, name
+        assert e.group, name
 
 
 def test_problems_doc_is_current():
