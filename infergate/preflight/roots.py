@@ -127,9 +127,10 @@ class Roots:
         if root == "tools":
             return self._tools(node, outcome, tools)
         if root == "docker":
-            [down, *_] = check_docker_engine(read.docker_of(outcome)) or [None]
-            if down is None:
+            problems = check_docker_engine(read.docker_of(outcome))
+            if not problems:
                 return None
+            down = problems[0]
             said, short = down.found, "has no Docker engine that answers"
             return Blocked(
                 root, "IG-DOCKER-DOWN", node.where, said, down.remedy, reporter(root, node), short

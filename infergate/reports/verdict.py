@@ -54,8 +54,8 @@ class Verdict:
                 self._add(replace(cause, root=root, warn=warn), firm=True)
         if report.failed and not problems:
             text = str(report.longrepr).strip().splitlines()
-            said = text[-1] if text else "failed"
-            self._add(Cause(found.code, CLUSTER, said, "", check, root), firm=True)
+            last = text[-1] if text else "failed"
+            self._add(Cause(found.code, CLUSTER, last, "", check, root), firm=True)
 
     def _add(self, cause: Cause, firm: bool = False) -> None:
         """A root once per node and code, however many checks it stopped; its own check's

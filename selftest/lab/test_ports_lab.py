@@ -13,7 +13,6 @@ from selftest.lab.test_preflight_lab import (
     NODES,
     PORTS,
     RAILS,
-    on,
     with_plan,
 )
 from selftest.suite import run_suite

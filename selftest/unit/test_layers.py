@@ -3,11 +3,10 @@ or the tests, nor the lab; the fixtures never import the lab; the root conftest 
 infergate plugin (the entry point loads it).
 
 Inside the library, imports run down LAYERS, one home per concept: the words a failure is
-made of, the clock and held signals; the plan; what differs by engine; reaching nodes and
-judging what they say; the phases (preflight, deploy, inference) and their reports; the
-command. No cycle runs
-between the packages. A module placed in no layer fails, so each new one is placed on
-purpose."""
+made of, the catalogue of checks, the clock and held signals; the plan; what differs by
+engine; reaching nodes and judging what they say; the phases (preflight, deploy, inference)
+and their reports; the catalogue's documents; the command. No cycle runs between the
+packages. A module placed in no layer fails, so each new one is placed on purpose."""
 
 import ast
 import graphlib
@@ -21,11 +20,12 @@ ABOVE_THE_LIBRARY = ("infergate.fixtures", "infergate.tests_", "infergate_lab", 
 
 
 LAYERS = (
-    ("infergate.problems", "infergate.waiting", "infergate.interrupts"),
+    ("infergate.problems", "infergate.catalogue", "infergate.waiting", "infergate.interrupts"),
     ("infergate.plan",),
     ("infergate.engines",),
     ("infergate.remote", "infergate.checks"),
     ("infergate.preflight", "infergate.deploy", "infergate.inference", "infergate.reports"),
+    ("infergate.catalogue_doc",),
     ("infergate.cli", "infergate"),
 )
 PACKAGES = tuple(name for names in LAYERS[1:-1] for name in names)
