@@ -81,6 +81,7 @@ CHECKS: dict[str, Entry] = {
         "memory pressure",
         "`sudo swapoff -a` and drop what fills the page cache before launch",
         severity=WARN,
+        tools=("nvidia-smi",),
     ),
     # GPUs
     "test_gpus_present_as_planned": E(
@@ -88,18 +89,21 @@ CHECKS: dict[str, Entry] = {
         "GPUs",
         "fix nodes[].gpus, or the driver (`nvidia-smi -L`)",
         tier="quick",
+        tools=("nvidia-smi",),
     ),
     "test_driver_same_on_every_node": E(
         "IG-GPU-DRIVER-DIFFERS",
         "GPUs",
         "install one driver version on every node",
         tier="quick",
+        tools=("nvidia-smi",),
     ),
     "test_no_foreign_gpu_users": E(
         "IG-GPU-FOREIGN-USER",
         "GPUs",
         "stop the process holding GPU memory (its pid is named) or allow it in allow.gpu_processes",
         tier="quick",
+        tools=("nvidia-smi",),
     ),
     "test_compat_libs_not_over_newer_driver": E(
         "IG-CUDA-COMPAT-OVER-DRIVER",
@@ -123,12 +127,14 @@ CHECKS: dict[str, Entry] = {
         "GPU health",
         "reset clocks and power limit (`nvidia-smi -rgc; "
         "-rac; -pl default`); a GPU with ECC errors or pending remaps goes to service",
+        tools=("nvidia-smi",),
     ),
     "test_gpus_alike_across_nodes": E(
         "IG-GPU-UNLIKE",
         "GPU health",
         "set one SM clock ceiling and power limit on every node",
         severity=WARN,
+        tools=("nvidia-smi",),
     ),
     "test_no_gpu_errors_in_kernel_log": E(
         "IG-GPU-XID",
@@ -168,17 +174,20 @@ CHECKS: dict[str, Entry] = {
         "model",
         "copy the missing files (`rsync -a` from a node that has them)",
         tier="quick",
+        tools=("find",),
     ),
     "test_model_same_files_and_sizes_on_every_node": E(
         "IG-MODEL-FILES-DIFFER",
         "model",
         "`rsync -a` the model from one node to the others",
         tier="quick",
+        tools=("find",),
     ),
     "test_model_content_identical_on_every_node": E(
         "IG-MODEL-HASH-DIFFERS",
         "model",
         "copy the file again from a node whose hash is the manifest's",
+        tools=("sha256sum",),
     ),
     # engine
     "test_engine_env_pins_the_fabric": E(
@@ -304,6 +313,7 @@ CHECKS: dict[str, Entry] = {
         "disk",
         "free space on the file system named",
         tier="quick",
+        tools=("findmnt",),
     ),
     "test_compile_caches_not_shared_between_nodes": E(
         "IG-CACHE-SHARED",

@@ -1,5 +1,6 @@
 """docs/problems.md, generated from the catalogue and the suite's own checks: each code with
-its meaning (the check's docstring, its requirement in words), its check and its remedy."""
+its meaning (the check's docstring, its requirement in words), its check and its remedy; and
+the README's table of the commands a node needs, from infergate/checks/tools.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pkgutil
 import re
 
 from infergate.catalogue import CHECKS, NODE_ROOTS, ROOT_FORMS, root_check
+from infergate.checks.tools import TOOLS
 
 PHASES = ("infergate.tests_preflight", "infergate.tests_deploy", "infergate.tests_inference")
 
@@ -70,3 +72,25 @@ def problems_markdown() -> str:
         check = f"`tests_preflight/test_host.py::{root_check('ssh')}`"
         lines.append(f"| {code} | fail | {check} | a form of the {group} root | {remedy} |")
     return "\n".join(lines) + "\n"
+
+
+TOOLS_BEGIN = "<!-- tools: from infergate/checks/tools.py by scripts/problem_docs.py -->"
+TOOLS_END = "<!-- end of tools -->"
+
+
+def tools_markdown() -> str:
+    """The README's table of the commands a node needs, and their packages."""
+    lines = ["| command | Debian, Ubuntu | RHEL | for |", "| --- | --- | --- | --- |"]
+    for t in TOOLS:
+        gpu = " (GPU nodes only)" if t.gpu_only else ""
+        lines.append(f"| `{t.name}` | {t.debian} | {t.rhel} | {t.used_for}{gpu} |")
+    return "\n".join(lines)
+
+
+def readme_with_tools(readme: str) -> str:
+    """README with its tools table regenerated between the two markers."""
+    head, begin, rest = readme.partition(TOOLS_BEGIN)
+    _, end, tail = rest.partition(TOOLS_END)
+    if not begin or not end:
+        raise ValueError(f"the README lacks {TOOLS_BEGIN} ... {TOOLS_END}")
+    return f"{head}{TOOLS_BEGIN}\n{tools_markdown()}\n{TOOLS_END}{tail}"

@@ -2,6 +2,7 @@
 
 from infergate.checks.facts import identity_of
 from infergate.checks.host import check_docker_engine, check_identity
+from infergate.checks.tools import check_node_tools, needed_missing
 from infergate.fixtures.facts import read_fact
 from infergate.fixtures.report import fail_on
 from infergate.preflight.roots import unreachable
@@ -21,6 +22,12 @@ def test_ssh_reachable_facts_gathered(node, inventory, probes):
         if not isinstance(seen[peer.name], Exception)
     }
     fail_on(node, check_identity(identity.hostname, identity.kernel, others))
+
+
+def test_node_tools_present(node_tools, node):
+    """Every command the suite runs on a node is there; the packages that lack are named."""
+    missing = needed_missing(node_tools.missing, node.gpus)
+    fail_on(node, check_node_tools(missing, node_tools.os_release))
 
 
 def test_docker_engine_answers(docker_engine, node):

@@ -38,6 +38,7 @@ from infergate.checks.ports import Listening, parse_ss_listening
 from infergate.checks.pressure import MemoryPressure, parse_proc_swaps, parse_psi_memory
 from infergate.checks.probe import SECTION_DEADLINE, Section
 from infergate.checks.rdma_sysfs import RdmaPort, parse_rdma_sysfs
+from infergate.checks.tools import missing_tools
 from infergate.waiting import TIMEOUT_EXITS, ran_past
 
 Sections = dict[str, Section]
@@ -80,6 +81,19 @@ def identity_of(sections: Sections) -> Identity:
         hostname=section_text(sections, "hostname").strip(),
         kernel=section_text(sections, "uname").strip(),
         os=os_fields.get("PRETTY_NAME", os_fields.get("NAME", "unknown")),
+    )
+
+
+@dataclass(frozen=True)
+class NodeTools:
+    missing: tuple[str, ...]  # the commands the node lacks
+    os_release: dict[str, str]  # which package manager installs them
+
+
+def tools_of(sections: Sections) -> NodeTools:
+    """The commands the node lacks, and its os-release."""
+    return NodeTools(
+        missing_tools(sections), parse_os_release(section_text(sections, "os-release"))
     )
 
 

@@ -13,7 +13,7 @@ from infergate.catalogue import CHECKS, NODE_ROOTS, root_check
 from infergate.checks import facts as read
 from infergate.checks.host import check_docker_engine
 from infergate.checks.inimage import check_all_reduce
-from infergate.checks.tools import missing_tools
+from infergate.checks.tools import missing_tools, needed_missing
 from infergate.plan.model import Inventory, Node
 from infergate.preflight.host import ProbeSilent
 from infergate.preflight.in_image import InImage, ran_problems
@@ -142,7 +142,8 @@ class Roots:
         return None
 
     def _tools(self, node: Node, sections: read.Sections, tools: tuple[str, ...]) -> Blocked | None:
-        missing = [t for t in missing_tools(sections) if t in tools]
+        lacking = needed_missing(missing_tools(sections), node.gpus)
+        missing = [t.name for t in lacking if t.name in tools]
         if not missing:
             return None
         said = f"lacks {', '.join(missing)}"

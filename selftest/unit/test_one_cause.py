@@ -6,14 +6,21 @@ errors nothing, and ends with the verdict (issue 27's measure: at most 2 failure
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from selftest.suite import closed_plan, run_suite
+from selftest.suite import LAB_PLAN, closed_plan, run_suite
 
 ROOT = "test_host.py::test_ssh_reachable_facts_gathered"
 
 
 def test_two_unreachable_nodes_are_two_failures_and_one_verdict(pytester: pytest.Pytester):
-    run = run_suite(pytester, "-m", "preflight", inventory=closed_plan(pytester.path))
+    key = pytester.path / "id_ed25519"  # read only past the refused connect: any file will do
+    key.write_text("")
+    key.chmod(0o600)
+    plan = yaml.safe_load(LAB_PLAN.read_text())
+    for node in plan["nodes"]:
+        node["ssh"] = {**node.get("ssh", {}), "key": str(key)}
+    run = run_suite(pytester, "-m", "preflight", inventory=closed_plan(pytester.path, plan))
     assert run.red() == {f"{ROOT}[node1]", f"{ROOT}[node2]"}, run.output
     assert [t for t, o in run.outcomes.items() if o.status == "error"] == []
     stopped = {t for t, o in run.outcomes.items() if "not checked:" in o.message}

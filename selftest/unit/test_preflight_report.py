@@ -218,8 +218,8 @@ def test_junit_properties_are_json_under_versioned_names(pytester: pytest.Pytest
     ]
     names = {name for name, _ in properties}
     assert {
-        "infergate.check.v1",
-        "infergate.problems.v1",
+        "infergate.check.v2",
+        "infergate.problems.v2",
         "infergate.node_summary.v1",
         "infergate.node_memory.v1",
         "infergate.parity.v1",
