@@ -25,8 +25,9 @@ from infergate_lab import (
 )
 from infergate_lab.fault_kind import FaultKind, Undo, end_process
 from infergate_lab.layout import NodeSpec
+from infergate_lab.namespaces import nsenter
 from infergate_lab.procs import Proc, stop
-from infergate_lab.shell import LabError, launch
+from infergate_lab.shell import LabError, launch, run
 
 if TYPE_CHECKING:
     from infergate_lab.lab import Lab
@@ -113,6 +114,20 @@ def _starter(name: str) -> Callable[[Lab, NodeSpec, Undo], None]:
     return clear
 
 
+def _hide_tool(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
+    """/dev/null bound over the node's TOOL: still a file there, but not a command."""
+    found = run([*nsenter(spec), "sh", "-c", 'command -v "$1"', "sh", args[0]], check=False)
+    path = found.stdout.strip()
+    if found.returncode != 0 or not path.startswith("/"):
+        raise LabError(f"{spec.name} has no command {args[0]!r} to hide")
+    run([*nsenter(spec), "mount", "--bind", "/dev/null", path], timeout=15)
+    return {"path": path}
+
+
+def _show_tool(lab: Lab, spec: NodeSpec, undo: Undo) -> None:
+    run([*nsenter(spec), "umount", undo["path"]], timeout=15)
+
+
 def _foreign_container(lab: Lab, spec: NodeSpec, args: list[str]) -> Undo:
     """A leftover container holding memory, as the embeddings one did on the real node 2."""
     mib = int(float(args[0]) * 1024)
@@ -176,6 +191,7 @@ KINDS: dict[str, FaultKind] = {
             _starter("dockerd"),
             needs_docker=True,
         ),
+        FaultKind("tool-missing", ("TOOL",), "TOOL is no command there", _hide_tool, _show_tool),
         FaultKind(
             "foreign-container",
             ("GIB",),

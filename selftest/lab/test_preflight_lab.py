@@ -200,6 +200,17 @@ def test_docker_stopped_is_one_failure_and_its_checks_skip(engine_lab, pytester)
     assert IMAGE_ID in ran(run), run.output  # judged on node1
 
 
+def test_a_tool_missing_on_one_node_is_one_failure_naming_its_package(engine_lab, pytester):
+    engine_lab.apply_fault("tool-missing", "node2", "ss")
+    run = host_level(pytester)
+    root = "test_host.py::test_node_tools_present[node2]"
+    said = "IG-NODE-TOOLS-MISSING no `ss` (iproute2 / iproute) on the PATH"
+    stopped = one_root(run, root, "node2 (10.251.0.12)", said, "apt-get install -y iproute2 ")
+    # ss reads the ports in use: that cluster check judges node1 alone, and nothing else skips
+    assert stopped == set(), run.output
+    assert PORTS in ran(run), run.output
+
+
 def test_image_missing_is_one_failure_with_the_copy_command(engine_lab, pytester):
     engine_lab.apply_fault("image-missing", "node2", IMAGE)
     run = run_suite(pytester, "-m", "preflight")
