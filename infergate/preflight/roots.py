@@ -60,7 +60,8 @@ class Blocked:
         return f"not checked: {self.where} {self.short or self.said} ({self.reporter})"
 
     def problem(self) -> Problem:
-        return Problem(self.said, PLANNED[self.root], self.remedy, self.code)
+        """As a failure says it: "found unreachable over SSH: ...; planned ..."."""
+        return Problem(self.said.removeprefix("is "), PLANNED[self.root], self.remedy, self.code)
 
 
 def reporter(root: str, node: Node | None) -> str:

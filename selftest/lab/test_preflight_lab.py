@@ -175,7 +175,7 @@ def test_sshd_stopped_is_one_failure_and_its_checks_skip(engine_lab, pytester):
         run,
         root,
         "node2 (10.251.0.12)",
-        "IG-SSH-UNREACHABLE is unreachable over SSH",
+        "IG-SSH-UNREACHABLE unreachable over SSH",
         "start sshd on the node",
     )
     assert {f"{t}[node2]" for t in PER_NODE} - {root} <= stopped, run.output

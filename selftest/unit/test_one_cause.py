@@ -33,7 +33,7 @@ def test_two_unreachable_nodes_are_two_failures_and_one_verdict(pytester: pytest
     assert len(before.splitlines()) <= 60, before
     assert "NOT READY: 2 root cause(s), 0 other failure(s)" in verdict
     for number in (1, 2):
-        assert f"node{number} (127.0.0.{number})\n  IG-SSH-UNREACHABLE is unreachable" in verdict, (
+        assert f"node{number} (127.0.0.{number})\n  IG-SSH-UNREACHABLE unreachable" in verdict, (
             verdict
         )
         assert (
