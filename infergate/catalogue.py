@@ -270,6 +270,7 @@ CHECKS: dict[str, Entry] = {
         "IG-PORT-CUT",
         "ports",
         "open the fabric subnet in the node's firewall",
+        tools=("ss",),
     ),
     # fabric health
     "test_kernel_log_clean_since_boot": E(

@@ -27,6 +27,7 @@ LAB_SSH = (
 NODES = ("node1", "node2")
 PER_NODE = (
     "test_host.py::test_ssh_reachable_facts_gathered",
+    "test_host.py::test_node_tools_present",
     "test_host.py::test_docker_engine_answers",
     "test_fabric.py::test_fabric_interface_up_with_planned_address",
     "test_fabric.py::test_fabric_peers_answer_ping",
@@ -206,8 +207,9 @@ def test_a_tool_missing_on_one_node_is_one_failure_naming_its_package(engine_lab
     root = "test_host.py::test_node_tools_present[node2]"
     said = "IG-NODE-TOOLS-MISSING no `ss` (iproute2 / iproute) on the PATH"
     stopped = one_root(run, root, "node2 (10.251.0.12)", said, "apt-get install -y iproute2 ")
-    # ss reads the ports in use: that cluster check judges node1 alone, and nothing else skips
-    assert stopped == set(), run.output
+    # ss reads the ports in use: the free-ports check judges node1 alone; the dials between
+    # the nodes, which sample free ports on both, skip
+    assert stopped == {AFTER}, run.output
     assert PORTS in ran(run), run.output
 
 
