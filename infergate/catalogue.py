@@ -386,7 +386,7 @@ CHECKS: dict[str, Entry] = {
     "test_endpoint_serves_one_request": E(
         "IG-ENDPOINT-DOWN",
         "inference",
-        "start the server, or point --endpoint at it",
+        "what the endpoint's status or error names (each cause has its own code below)",
         root=ENDPOINT_ROOT,
     ),
     "test_models_lists_the_planned_served_name": E(
@@ -469,6 +469,32 @@ ROOT_FORMS = {
         "ssh to the node answered nothing within the deadline: its console, then `ssh -v`",
     ),
     "IG-HOST-FACTS-UNREADABLE": ("hosts", "what the probe's failing command said, on the node"),
+    "IG-ENDPOINT-REFUSED": (
+        "inference",
+        "nothing listens at the endpoint's host:port: start the server, or fix --endpoint; "
+        "one still starting: --endpoint-wait SECONDS (thresholds.endpoint_wait_s)",
+    ),
+    "IG-ENDPOINT-DNS": ("inference", "the endpoint's host name does not resolve: fix --endpoint"),
+    "IG-ENDPOINT-TLS": (
+        "inference",
+        "the TLS handshake failed: --ca-bundle PATH with the endpoint's CA, or http://",
+    ),
+    "IG-ENDPOINT-UNAUTHORIZED": (
+        "inference",
+        "the endpoint refuses the API key sent (or wants one): --api-key KEY, or INFERGATE_API_KEY",
+    ),
+    "IG-ENDPOINT-UNKNOWN-MODEL": (
+        "inference",
+        "the endpoint serves no model of the plan's model.served_name: `--served-model-name`",
+    ),
+    "IG-ENDPOINT-SERVER-ERROR": (
+        "inference",
+        "the engine failed a one-token request (5xx): its log at that time, and the body quoted",
+    ),
+    "IG-ENDPOINT-TIMEOUT": (
+        "inference",
+        "the endpoint took the connection and answered nothing: a hung or loading engine, its log",
+    ),
 }
 
 

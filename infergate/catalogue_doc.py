@@ -9,7 +9,7 @@ import inspect
 import pkgutil
 import re
 
-from infergate.catalogue import CHECKS, NODE_ROOTS, ROOT_FORMS, root_check
+from infergate.catalogue import CHECKS, ENDPOINT_ROOT, NODE_ROOTS, ROOT_FORMS, root_check
 from infergate.checks.tools import TOOLS
 
 PHASES = ("infergate.tests_preflight", "infergate.tests_deploy", "infergate.tests_inference")
@@ -69,8 +69,10 @@ def problems_markdown() -> str:
         where = f"`{files.get(check, '?')}::{check}`"
         lines.append(f"| {e.code} | {e.severity} | {where} | {requirement(check)} | {e.remedy} |")
     for code, (group, remedy) in sorted(ROOT_FORMS.items()):
-        check = f"`tests_preflight/test_host.py::{root_check('ssh')}`"
-        lines.append(f"| {code} | fail | {check} | a form of the {group} root | {remedy} |")
+        root = ENDPOINT_ROOT if group == "inference" else "ssh"
+        check = f"`{files.get(root_check(root), '?')}::{root_check(root)}`"
+        form = f"a form of the {root if root == ENDPOINT_ROOT else group} root"
+        lines.append(f"| {code} | fail | {check} | {form} | {remedy} |")
     return "\n".join(lines) + "\n"
 
 

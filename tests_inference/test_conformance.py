@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from infergate.engines.registry import engine_for
+from infergate.fixtures.endpoint import fail_blocked
 from infergate.fixtures.report import fail_on_cluster
 from infergate.inference import conformance as judge
 from infergate.inference.client import get_json, post_json, stream_completion
 from infergate.inference.endpoint import REQUEST_TIMEOUT_S, Endpoint
 from infergate.plan.model import Inventory
+from infergate.preflight.roots import Blocked
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -28,6 +30,12 @@ def ask(endpoint: Endpoint, path: str, max_tokens: int, **extra: object) -> tupl
     body = judge.body(path, endpoint.model, PROMPT, max_tokens, **extra)
     key, ca = endpoint.api_key, endpoint.ca_bundle
     return post_json(endpoint.v1, path, body, REQUEST_TIMEOUT_S, key, ca)
+
+
+def test_endpoint_serves_one_request(endpoint_root: Blocked | None) -> None:
+    """The endpoint answers HTTP within its wait, lists the planned model and answers one
+    chat request: else this fails once, with the cause, and the rest is skipped naming it."""
+    fail_blocked(endpoint_root)
 
 
 def test_models_lists_the_planned_served_name(endpoint: Endpoint, inventory: Inventory) -> None:
@@ -65,6 +73,7 @@ def test_max_tokens_is_honoured(endpoint: Endpoint, inventory: Inventory) -> Non
 def test_stop_string_ends_the_answer(endpoint: Endpoint, inventory: Inventory) -> None:
     """A stop string taken from the greedy answer ends the answer right before it."""
     status, first = ask(endpoint, TEXT, max_tokens=24, temperature=0, ignore_eos=True)
+    fail_on_cluster(inventory.nodes, judge.check_status(TEXT, status, first))
     stop = judge.stop_word(first)
     if stop is None and (silent := judge.silent_tokens(first)):
         pytest.skip(silent)

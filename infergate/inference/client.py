@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from requests import Response, Session
+from requests import Response
 
 from infergate.inference.sse import Event, EventSplitter, chunk_texts, finish_reason
 from infergate.remote import http_session
@@ -136,7 +136,11 @@ def stream_completion(
                 _read_events(response, rec, rec.start_s + timeout_s)
     except http_session.ERRORS as e:
         seen = f" after {len(rec.times)} content chunk(s)" if rec.status == 200 else ""
-        rec.error = f"{http_session.describe(e)}{seen} (timeout {timeout_s:g} s)"
+        # the deadline only where it ran out: a refused port waited for nothing
+        timed = http_session.cause(e) == http_session.TIMEOUT
+        rec.error = (
+            http_session.describe(e) + seen + (f" (timeout {timeout_s:g} s)" if timed else "")
+        )
     return rec.freeze()
 
 
@@ -165,6 +169,17 @@ def _feed(splitter: EventSplitter, line: bytes, rec: _Recorder, now: float) -> N
         rec.on_event(event, now)
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One call's outcome: the status and the parsed JSON reply (its text when not JSON);
+    status 0 when no answer came, BODY then the reason and CAUSE its kind
+    (http_session.cause: refused, dns, tls, timeout, connection)."""
+
+    status: int
+    body: object
+    cause: str = ""
+
+
 def post_json(
     base_url: str,
     path: str,
@@ -176,8 +191,8 @@ def post_json(
     """POST a JSON body (a str is sent as it is: a malformed body on purpose); the status
     and the parsed JSON reply (its text when not JSON); status 0 when no answer came."""
     payload = body if isinstance(body, str) else json.dumps(body)
-    session = http_session.session_for(base_url, api_key, ca_bundle)
-    return _call("POST", base_url, path, payload, timeout_s, session)
+    reply = call("POST", base_url, path, payload, timeout_s, api_key, ca_bundle)
+    return reply.status, reply.body
 
 
 def get_json(
@@ -189,13 +204,21 @@ def get_json(
 ) -> tuple[int, object]:
     """GET (`/models`); the status and the parsed JSON reply (its text when not JSON);
     status 0 and the reason when no answer came (refused, timed out)."""
+    reply = call("GET", base_url, path, None, timeout_s, api_key, ca_bundle)
+    return reply.status, reply.body
+
+
+def call(
+    method: str,
+    base_url: str,
+    path: str,
+    payload: str | None,
+    timeout_s: float,
+    api_key: str | None = None,
+    ca_bundle: str | None = None,
+) -> Reply:
+    """One request through the endpoint's session; never raises for what the network did."""
     session = http_session.session_for(base_url, api_key, ca_bundle)
-    return _call("GET", base_url, path, None, timeout_s, session)
-
-
-def _call(
-    method: str, base_url: str, path: str, payload: str | None, timeout_s: float, session: Session
-) -> tuple[int, object]:
     try:
         response = session.request(
             method,
@@ -205,12 +228,13 @@ def _call(
             timeout=http_session.timeouts(timeout_s),
         )
     except http_session.ERRORS as e:
-        return 0, f"no answer from {base_url}: {http_session.describe(e)}"
+        said = f"no answer from {base_url}: {http_session.describe(e)}"
+        return Reply(0, said, http_session.cause(e))
     text = _text(response)
     try:
-        return response.status_code, json.loads(text)
+        return Reply(response.status_code, json.loads(text))
     except ValueError:
-        return response.status_code, text
+        return Reply(response.status_code, text)
 
 
 # called in the sending thread as each request ends

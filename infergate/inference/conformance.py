@@ -113,6 +113,11 @@ def check_max_tokens(status: int, answer: object, limit: int) -> list[Problem]:
     ]
 
 
+def check_status(path: str, status: int, answer: object) -> list[Problem]:
+    """HTTP 200, before anything reads ANSWER as the model's: an error's text is no answer."""
+    return [] if status == 200 else [_http(path, status, answer)]
+
+
 def stop_word(answer: object) -> str | None:
     """A stop string from the greedy answer: its first word past the first third, or (a
     random model's answer may be one repeated syllable) two characters from its middle."""

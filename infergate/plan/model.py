@@ -193,6 +193,8 @@ class Thresholds:
     cluster_join_timeout_s: float = 120.0  # every node in `ray status`
     # the first hash of every model file: 127 GB at ~212 MB/s in 10 min, so an hour
     model_hash_timeout_s: float = 3600.0
+    # how long the inference phase waits for the endpoint to answer HTTP (--endpoint-wait)
+    endpoint_wait_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -559,6 +561,7 @@ _THRESHOLD_BOUNDS: dict[str, v.Reader[float]] = {
     "ready_timeout_s": _MILESTONE_S,
     "cluster_join_timeout_s": _MILESTONE_S,
     "model_hash_timeout_s": _MILESTONE_S,
+    "endpoint_wait_s": v.number_in(0, 3600, " s"),  # endpoint_gate.MAX_WAIT_S
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import ssl
 import stat
 import time
@@ -101,6 +102,37 @@ def reason(error: BaseException) -> BaseException:
     inner = (error.__cause__, getattr(error, "reason", None), *error.args)
     found = next((e for e in inner if isinstance(e, BaseException)), None)
     return reason(found) if found is not None else error
+
+
+# what kept an answer from coming, as `cause` names it
+REFUSED, DNS, TLS, TIMEOUT, CONNECTION = "refused", "dns", "tls", "timeout", "connection"
+
+
+def cause(error: BaseException) -> str:
+    """Why no answer came: the port REFUSED, the name did not resolve (DNS), the TLS
+    handshake failed, nothing within the TIMEOUT, or another CONNECTION failure."""
+    seen = _chain(error)
+    kinds = (
+        (TLS, (ssl.SSLError, urllib3.exceptions.SSLError, requests.exceptions.SSLError)),
+        (DNS, (socket.gaierror, urllib3.exceptions.NameResolutionError)),
+        (REFUSED, (ConnectionRefusedError,)),
+        (TIMEOUT, (TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError)),
+    )
+    return next((k for k, types in kinds if any(isinstance(e, types) for e in seen)), CONNECTION)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """ERROR and every error it wraps (`reason` follows only the first of each)."""
+    found: list[BaseException] = []
+    todo = [error]
+    while todo:
+        e = todo.pop()
+        if any(e is f for f in found):
+            continue
+        found.append(e)
+        inner = (e.__cause__, e.__context__, getattr(e, "reason", None), *e.args)
+        todo += [i for i in inner if isinstance(i, BaseException)]
+    return found
 
 
 def describe(error: BaseException) -> str:

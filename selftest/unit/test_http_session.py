@@ -136,7 +136,10 @@ def test_failures_name_the_socket_error_and_never_the_key() -> None:
         0,
         f"no answer from {refused}/v1: ConnectionRefusedError: [Errno 111] Connection refused",
     )
-    assert KEY not in client.stream_completion(f"{refused}/v1", "/x", BODY, 5, KEY).error
+    assert client.call("GET", f"{refused}/v1", "/models", None, 5, KEY).cause == "refused"
+    # a refusal waited for nothing: no `(timeout 5 s)` beside it
+    refused_stream = client.stream_completion(f"{refused}/v1", "/x", BODY, 5, KEY).error
+    assert refused_stream == "ConnectionRefusedError: [Errno 111] Connection refused"
 
 
 # --- TLS: a self-signed certificate for 127.0.0.1, made with openssl ----------------------
@@ -187,6 +190,8 @@ def test_https_is_verified_against_the_ca_bundle_given(tls_server: tuple[Recordi
     assert "SSLCertVerificationError" in str(reply)
     assert "certificate verify failed" in http_get(f"{url(server, 'https')}/v1/models", 5).body
     assert KEY not in str(reply)
+    unverified = client.call("GET", f"{url(server, 'https')}/v1", "/models", None, 5, KEY)
+    assert unverified.cause == http_session.TLS  # the endpoint gate's IG-ENDPOINT-TLS
 
 
 def test_the_readiness_gate_verifies_against_the_ca_bundle(

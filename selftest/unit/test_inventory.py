@@ -371,6 +371,8 @@ BAD = [
     bad("thr-kv-negative", "thresholds.kv_cache_gib", -1, "expected between 0 and 65536 GiB"),
     bad("thr-timeout-zero", "thresholds.command_timeout_s", 0, "expected between 1 and 3600 s"),
     bad("thr-hash-timeout-zero", "thresholds.model_hash_timeout_s", 0, "between 1 and 86400 s"),
+    bad("thr-endpoint-wait-long", "thresholds.endpoint_wait_s", 3601, "between 0 and 3600 s"),
+    bad("thr-endpoint-wait-negative", "thresholds.endpoint_wait_s", -1, "between 0 and 3600 s"),
     bad("thr-min-mem-zero", "thresholds.min_mem_available_gib", 0, "greater than 0"),
     bad("thr-bool", "thresholds.connect_timeout_s", True, "expected a number, got True"),
     bad("thr-unknown", "thresholds.kv_gib", 1, "unknown key"),
@@ -472,10 +474,15 @@ def test_bad_inventory_is_named_by_key_path(
     assert fragment in str(caught.value)
 
 
+WAITS_OF_ZERO = ("endpoint_wait_s",)
+
+
 @pytest.mark.parametrize("key", [f.name for f in dataclasses.fields(Thresholds)])
 def test_every_threshold_has_bounds_that_its_message_names(key: str) -> None:
-    """`command_timeout_s: 1.0e-9` killed every command: no threshold takes any number."""
-    for value in (1e-9 if key.endswith("_s") else -1, 1e9):
+    """`command_timeout_s: 1.0e-9` killed every command: no threshold takes any number.
+    A wait of 0 is one try (endpoint_wait_s): only a negative one is out of range."""
+    tiny = 1e-9 if key.endswith("_s") and key not in WAITS_OF_ZERO else -1
+    for value in (tiny, 1e9):
         with pytest.raises(InventoryError, match=r"is out of range; expected .* and .*\d") as e:
             parse_inventory(lab_with((f"thresholds.{key}", value)))
         assert e.value.path == f"thresholds.{key}"

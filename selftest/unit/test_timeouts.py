@@ -12,10 +12,12 @@ import pytest
 import yaml
 
 from infergate.fixtures.timeouts import AFTER_HASH_S, AFTER_LAUNCH_S, OWN_WORK_S
+from infergate.inference.endpoint import REQUEST_TIMEOUT_S
 from infergate.plan.model import parse_inventory
 from infergate.preflight.in_image import IMPORT_ALLOWANCE_S
 from infergate.preflight.model_hash import hash_model
 from infergate.preflight.per_node import PerNode
+from infergate.remote.http_session import CONNECT_S
 from infergate.remote.ssh import NodeUnreachable
 from infergate.waiting import Deadline
 from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, ROOT
@@ -34,6 +36,10 @@ HOST = "test_host.py::test_docker_engine_answers[spark1]"
 # defaults: 64 each): 2 + 3 x 64 prompts built at 1 s each, 2 warm-up requests one at a
 # time, then 64 + 16 + 4 waves, each request under 120 s
 SWEEP_S = (2 + 3 * 64) * 1.0 + (2 + 64 + 16 + 4) * 120
+# The endpoint's root, which every test that talks to the endpoint may make: its wait (the
+# plan's default 10 s), the last try's connect timeout, then its one request
+ENDPOINT_S = 10 + CONNECT_S + REQUEST_TIMEOUT_S
+MODELS = "test_conformance.py::test_models_lists_the_planned_served_name"
 
 
 def plan_file(tmp_path: Path, base: Path = SPARKS, **thresholds: float) -> Path:
@@ -66,8 +72,8 @@ def test_launch_tests_outlast_the_launch_whatever_the_backstop(pytester, tmp_pat
     found = collected_timeouts(pytester, plan, "-o", "timeout=20")
     launch = 1500 + AFTER_LAUNCH_S + OWN_WORK_S
     assert found[JOINED] == launch
-    assert found["test_conformance.py::test_models_lists_the_planned_served_name"] == launch
-    assert found[THROUGHPUT] == launch + SWEEP_S
+    assert found[MODELS] == launch + ENDPOINT_S
+    assert found[THROUGHPUT] == launch + SWEEP_S + ENDPOINT_S
     assert found[HOST] is None  # sets nothing up: the backstop is its timeout
 
 
@@ -102,7 +108,16 @@ def test_endpoint_given_launches_nothing_so_adds_no_launch_time(pytester, tmp_pa
     plan = plan_file(tmp_path, ready_timeout_s=1500)
     found = collected_timeouts(pytester, plan, "-o", "timeout=20", "--endpoint=http://h:8000")
     assert found[JOINED] is None
-    assert found[THROUGHPUT] == SWEEP_S + OWN_WORK_S
+    assert found[THROUGHPUT] == SWEEP_S + ENDPOINT_S + OWN_WORK_S
+
+
+def test_the_endpoint_tests_outlast_its_wait_from_the_plan_or_the_option(pytester, tmp_path):
+    plan = plan_file(tmp_path, endpoint_wait_s=900)
+    given = ("-o", "timeout=20", "--endpoint=http://h:8000")
+    found = collected_timeouts(pytester, plan, *given)
+    assert found[MODELS] == 900 + CONNECT_S + REQUEST_TIMEOUT_S + OWN_WORK_S
+    found = collected_timeouts(pytester, plan, *given, "--endpoint-wait=2000")
+    assert found[MODELS] == 2000 + CONNECT_S + REQUEST_TIMEOUT_S + OWN_WORK_S
 
 
 OWN_MARKED = """
