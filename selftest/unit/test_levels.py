@@ -3,13 +3,14 @@ above it deselected in one line, the default the standard level, a wrong value r
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from infergate.catalogue import CHECKS, TIERS
 from infergate.cli import make_parser, pytest_argv
-from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, closed_plan
+from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, closed_plan, run_suite
 
 
 def collected(pytester: pytest.Pytester, *args: str) -> tuple[set[str], str]:
@@ -74,3 +75,12 @@ def test_the_command_passes_its_level_to_pytest_and_lists_it():
         ]
         .format_help()
     )
+
+
+def test_a_quick_run_names_its_level_in_the_verdict_and_report(pytester: pytest.Pytester):
+    run = run_suite(
+        pytester, "-m", "preflight", "--level=quick", inventory=closed_plan(pytester.path)
+    )
+    assert "NOT READY (level quick): 2 root cause(s)" in run.output, run.output
+    report = json.loads(next((pytester.path / "reports").glob("*/preflight.json")).read_text())
+    assert report["meta"]["level"] == "quick"
