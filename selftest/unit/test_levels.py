@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from infergate.catalogue import CHECKS, TIERS
 from infergate.cli import make_parser, pytest_argv
+from infergate.fixtures.levels import above
 from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, closed_plan, run_suite
 
 
@@ -84,3 +86,24 @@ def test_a_quick_run_names_its_level_in_the_verdict_and_report(pytester: pytest.
     assert "NOT READY (level quick): 2 root cause(s)" in run.output, run.output
     report = json.loads(next((pytester.path / "reports").glob("*/preflight.json")).read_text())
     assert report["meta"]["level"] == "quick"
+
+
+def test_a_suite_test_without_a_catalogue_entry_is_kept_at_every_level():
+    module = SimpleNamespace(__name__="infergate.tests_preflight.test_own")
+    own = SimpleNamespace(
+        module=module, originalname="test_not_catalogued", name="", fixturenames=()
+    )
+    probe = SimpleNamespace(
+        module=module, originalname="test_probe_container_runs", name="", fixturenames=()
+    )
+    for level in TIERS:
+        assert not above(own, level)  # type: ignore[arg-type]
+    assert above(probe, "quick")  # type: ignore[arg-type]
+    assert not above(probe, "standard")  # type: ignore[arg-type]
+
+
+def test_a_wrong_ini_level_is_a_usage_error_naming_the_key(pytester: pytest.Pytester):
+    args = ("-o", "infergate_level=fast", f"--inventory={closed_plan(pytester.path)}")
+    result = pytester.runpytest_subprocess(*PROJECT_CONFIG, *args, "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "infergate_level: 'fast' is not one of quick, standard, full" in result.stderr.str()
