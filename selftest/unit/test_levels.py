@@ -53,6 +53,7 @@ def test_default_is_standard_and_deselects_nothing(pytester: pytest.Pytester):
 def test_an_explicit_model_hash_keeps_the_hash_check_at_quick(pytester: pytest.Pytester):
     names, _ = collected(pytester, "--level=quick", "--model-hash=cached")
     assert "test_model_content_identical_on_every_node" in names
+    assert "test_stack_identical_on_every_node" not in names  # it runs the image
 
 
 def test_full_hashes_the_whole_model(pytester: pytest.Pytester):
