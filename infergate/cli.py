@@ -45,6 +45,12 @@ USER_CONFIG_HELP = (
     "your own ssh_config, read after the plan's Host blocks (default: $INFERGATE_SSH_CONFIG, "
     "else ~/.ssh/config; none: not read)"
 )
+LEVELS = ("quick", "standard", "full")  # infergate.catalogue.TIERS
+LEVEL_HELP = (
+    "quick: reachability, host facts, ports, image IDs, model file lists and sizes (no probe "
+    "container, no hash); standard: every check (default, else the ini key infergate_level); "
+    "full: and the full model hash"
+)
 PHASE_HELP = {
     "preflight": "read-only checks of every node before launch",
     "deploy": "launch the plan's engine, gate it, and run the inference tests against it",
@@ -102,11 +108,14 @@ def privilege_refusal(
     )
 
 
-def pytest_argv(phase: str, inventory: str | None, rest: list[str]) -> list[str]:
+def pytest_argv(
+    phase: str, inventory: str | None, rest: list[str], level: str | None = None
+) -> list[str]:
     """The pytest command line of PHASE: its installed suites by package, its marker, the
-    plan when given here (else pytest reads $INFERGATE_INVENTORY or its ini key)."""
+    plan and the level when given here (else pytest reads $INFERGATE_INVENTORY, its ini)."""
     suites, marker = PHASES[phase]
     plan = [] if inventory is None else [f"--inventory={inventory}"]  # "": pytest refuses it
+    plan += [] if level is None else [f"--level={level}"]
     return [sys.executable, "-m", "pytest", "--pyargs", *suites, "-m", marker, *plan, *rest]
 
 
@@ -231,6 +240,7 @@ def make_parser() -> Parser:
             metavar="PLAN",
             help=f"the plan (default: ${ENV}, else the ini key infergate_inventory)",
         )
+        run.add_argument("--level", choices=LEVELS, help=LEVEL_HELP)
     gone = commands.add_parser(
         "down",
         help="remove a run's containers on every node",
@@ -263,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command in PHASES:
-        command = pytest_argv(args.command, args.inventory, rest)
+        command = pytest_argv(args.command, args.inventory, rest, args.level)
         os.execv(command[0], command)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

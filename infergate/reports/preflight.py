@@ -76,6 +76,7 @@ class Meta:
     time: str  # ISO 8601
     run_id: str
     tool: ToolVersion = field(default_factory=tool_version)
+    level: str = "standard"  # --level: the tiers of checks the run selected
 
 
 @dataclass(frozen=True)

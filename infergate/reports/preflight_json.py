@@ -13,7 +13,7 @@ from infergate.problems import Problem
 from infergate.reports.preflight import Cell, Memory, Meta, ModelHash, NodeReport, Preflight
 from infergate.reports.version import ToolVersion
 
-SCHEMA_VERSION = 2  # 2: each node's model_hash
+SCHEMA_VERSION = 3  # 2: each node's model_hash; 3: meta.level
 
 
 def render_json(report: Preflight) -> str:

@@ -74,14 +74,14 @@ class PreflightSeen:
         count = sum(f"[{node}]" in test or f"{node} (" in text for test, text in self.failures)
         return f"FAIL ({count})" if count else "ok"
 
-    def preflight(self, inventory: Inventory, run_id: str) -> Preflight:
+    def preflight(self, inventory: Inventory, run_id: str, level: str = "standard") -> Preflight:
         """The report of INVENTORY's nodes: a row a node, its checks in their names' order."""
         names = [n.name for n in inventory.nodes]
         per_node: dict[str, list[Cell]] = {n: [] for n in names}
         for test in sorted(self.tests.values(), key=lambda t: t.check):
             for node, cell in cells(test, names).items():
                 per_node.setdefault(node, []).append(cell)
-        meta = Meta(inventory.name, time.strftime("%Y-%m-%dT%H:%M:%S%z"), run_id)
+        meta = Meta(inventory.name, time.strftime("%Y-%m-%dT%H:%M:%S%z"), run_id, level=level)
         nodes = tuple(self._node(n, per_node[n.name]) for n in inventory.nodes)
         return Preflight(meta, nodes, self.parity)
 

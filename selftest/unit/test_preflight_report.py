@@ -271,7 +271,7 @@ def test_a_report_of_another_schema_is_refused_naming_both(tmp_path: Path) -> No
     json_path, _ = write_preflight(tmp_path, report())
     data = json.loads(json_path.read_text())
     json_path.write_text(json.dumps({**data, "schema_version": 1}))  # before model_hash
-    with pytest.raises(ValueError, match="schema_version 1, this infergate reads 2"):
+    with pytest.raises(ValueError, match="schema_version 1, this infergate reads 3"):
         read_preflight(json_path)
 
 
