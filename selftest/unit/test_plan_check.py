@@ -53,3 +53,30 @@ def test_plan_check_lists_every_problem_and_exits_4(tmp_path: Path) -> None:
     assert f"{path}: 2 problems:" in done.stderr
     assert "nodes[1].ssh.port: 70000 is out of range" in done.stderr
     assert "image.ref: '--privileged' starts with '-'" in done.stderr
+
+
+def plan_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [INFERGATE, "plan", "check", f"--inventory={path}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_multi_node_plan_without_the_gloo_pin_fails_plan_check(tmp_path: Path) -> None:
+    plan = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    plan["engine"]["env"] = {k: v for k, v in plan["engine"]["env"].items() if "GLOO" not in k}
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    done = plan_check(path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL IG-ENGINE-ENV-UNPINNED" in done.stdout
+    assert "engine.env lacks GLOO_SOCKET_IFNAME" in done.stdout
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "inventories").glob("lab*.yaml")), ids=str)
+def test_the_lab_plans_pass_plan_check(path: Path) -> None:
+    done = plan_check(path)
+    assert done.returncode == 0, done.stdout + done.stderr
