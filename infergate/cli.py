@@ -164,7 +164,26 @@ def check_plan(path: Path, user_config: str | None, allow: str | None, source: s
         print(refused, file=sys.stderr)
         return USAGE_ERROR
     print("\n".join([f"{shown(path)}: {plan_summary(inventory)}", *grant_lines(inventory)]))
-    return 0
+    return plan_findings(inventory)
+
+
+def plan_findings(inventory: Inventory) -> int:
+    """Run every judge that needs only the plan (PLAN_CHECKS); print each finding with its
+    code and remedy; 1 when a fail-severity one found a problem, else 0."""
+    from infergate.catalogue import CHECKS, FAIL
+    from infergate.checks.plan_only import PLAN_CHECKS
+
+    failed = False
+    for test, judge in PLAN_CHECKS.items():
+        entry = CHECKS[test]
+        for node, problems in judge(inventory).items():
+            for p in problems:
+                print(
+                    f"{entry.severity.upper()} {entry.code} {node}: {p.found}; planned: "
+                    f"{p.planned}\n  fix: {p.remedy}"
+                )
+                failed = failed or entry.severity == FAIL
+    return 1 if failed else 0
 
 
 def print_schema() -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from infergate.plan.model import Inventory, parse_inventory
-from infergate.plan.values import ROOT, InventoryError, join
+from infergate.plan.values import ROOT, InventoryError, InventoryErrors, grouped, join
 
 PLAN_ENV = "INFERGATE_INVENTORY"  # the plan where no --inventory names one (suite, command, down)
 MAX_BYTES = 1024 * 1024  # a plan of 4,096 nodes; the shipped plans are under 8 KiB
@@ -58,7 +58,8 @@ def parse_plan(raw: bytes) -> Inventory:
     try:
         return parse_inventory(data)
     except InventoryError as e:
-        raise InventoryError(e.path, e.message, line_of(e.path, lines)) from None
+        located = [InventoryError(x.path, x.message, line_of(x.path, lines)) for x in e.errors]
+        raise (InventoryErrors(located, e.more) if e.more else grouped(located)) from None
 
 
 def _read(path: Path) -> bytes:

@@ -380,9 +380,10 @@ def parse_inventory(data: object) -> Inventory:
         )
     top = v.Section(data, v.ROOT, keys(Inventory))
     fabric = top.need("fabric", _fabric)
+    interface = fabric.interface if fabric else "-"  # a broken fabric: the nodes are read alone
     inventory = Inventory(
         name=top.need("name", _PLAN_NAME),
-        nodes=top.need("nodes", v.list_of(lambda d, p: _node(d, p, fabric), min_len=1)),
+        nodes=top.need("nodes", v.list_of(lambda d, p: _node(d, p, interface), min_len=1)),
         fabric=fabric,
         image=top.need("image", _image),
         model=top.need("model", _model),
@@ -391,7 +392,7 @@ def parse_inventory(data: object) -> Inventory:
         allow=top.get("allow", _allow, Allow()),
         inference=top.get("inference", _inference, Inference()),
     )
-    check_plan(inventory)
+    check_plan(top.built(inventory))
     return replace(inventory, nodes=_with_hops(inventory.nodes))
 
 
@@ -408,19 +409,20 @@ def _with_hops(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
     return tuple(replace(n, ssh=replace(n.ssh, hops=hops(n))) for n in nodes)
 
 
-def _node(data: object, path: str, fabric: Fabric) -> Node:
+def _node(data: object, path: str, interface: str) -> Node:
     s = v.Section(data, path, keys(Node))
-    return Node(
+    node = Node(
         name=s.need("name", v.NODE_NAME),
         address=s.need("address", v.host),
         roles=s.get("roles", _roles, frozenset()),
         ssh=s.get("ssh", _ssh, Ssh()),
-        fabric=s.need("fabric", lambda d, p: _node_fabric(d, p, fabric.interface)),
+        fabric=s.need("fabric", lambda d, p: _node_fabric(d, p, interface)),
         gpus=s.get("gpus", v.int_in(0, 64), 0),
         env=s.get("env", _ENV, {}),
         path=path,
         overrides=frozenset(k for k in NODE_OVERRIDES if _given(s.data, k.split("."))),
     )
+    return s.built(node)
 
 
 def _given(data: object, key: list[str]) -> bool:
@@ -440,7 +442,7 @@ def _roles(data: object, path: str) -> frozenset[str]:
 
 def _ssh(data: object, path: str) -> Ssh:
     s = v.Section(data, path, keys(Ssh))
-    return Ssh(
+    ssh = Ssh(
         user=s.get("user", w.user_name, "root"),
         port=s.get("port", v.PORT, 22),
         key=s.maybe("key", w.ssh_path),
@@ -450,26 +452,29 @@ def _ssh(data: object, path: str) -> Ssh:
         connection=s.get("connection", v.choice(("ssh", "local")), "ssh"),
         config=s.get("config", w.ssh_include, Ssh.config),
     )
+    return s.built(ssh)
 
 
 def _node_fabric(data: object, path: str, default_interface: str) -> NodeFabric:
     s = v.Section(data, path, keys(NodeFabric))
-    return NodeFabric(
+    fabric = NodeFabric(
         address=s.need("address", v.ipv4_interface),
         interface=s.get("interface", v.IFNAME, default_interface),
         hcas=s.get("hcas", v.list_of(w.hca_name), ()),
     )
+    return s.built(fabric)
 
 
 def _fabric(data: object, path: str) -> Fabric:
     s = v.Section(data, path, keys(Fabric))
-    return Fabric(
+    fabric = Fabric(
         interface=s.need("interface", v.IFNAME),
         subnet=s.need("subnet", v.ipv4_network),
         mtu=s.maybe("mtu", v.int_in(576, 9216)),  # IPv4's minimum to the largest jumbo frame
         rate_gbps=s.maybe("rate_gbps", _GBPS),
         min_gbps=s.maybe("min_gbps", _GBPS),
     )
+    return s.built(fabric)
 
 
 _GBPS = v.number_in(0, 10_000, " Gb/s", above=True)  # 10 Tb/s: beyond any one port
@@ -477,17 +482,18 @@ _GBPS = v.number_in(0, 10_000, " Gb/s", above=True)  # 10 Tb/s: beyond any one p
 
 def _image(data: object, path: str) -> Image:
     s = v.Section(data, path, keys(Image))
-    return Image(ref=s.need("ref", w.image_ref), id=s.maybe("id", _IMAGE_ID))
+    return s.built(Image(ref=s.need("ref", w.image_ref), id=s.maybe("id", _IMAGE_ID)))
 
 
 def _model(data: object, path: str) -> Model:
     s = v.Section(data, path, keys(Model))
-    return Model(
+    model = Model(
         path=s.need("path", _absolute_path),
         served_name=s.need("served_name", v.argument),
         size_gib=s.maybe("size_gib", _GIB),
         manifest=s.maybe("manifest", v.text),
     )
+    return s.built(model)
 
 
 def _absolute_path(data: object, path: str) -> str:
@@ -517,7 +523,7 @@ def _hub_hint(found: str) -> str:
 
 def _engine(data: object, path: str) -> Engine:
     s = v.Section(data, path, keys(Engine))
-    return Engine(
+    engine = Engine(
         kind=cast(EngineKind, s.need("kind", v.choice(ENGINE_KINDS))),
         tensor_parallel=s.get("tensor_parallel", v.int_in(1, 4096), 1),
         pipeline_parallel=s.get("pipeline_parallel", v.int_in(1, 4096), 1),
@@ -526,21 +532,22 @@ def _engine(data: object, path: str) -> Engine:
         api_port=s.need("api_port", v.PORT),
         flags=s.get("flags", v.flag_list, ()),
         env=s.get("env", _ENV, {}),
-        docker_args=_docker_args(s.get("docker_args", v.docker_arg_list, ()), path),
+        docker_args=s.get("docker_args", v.docker_arg_list, ()),
         secret_env=s.get("secret_env", v.list_of(v.ENV_NAME), ()),
     )
+    _docker_args(s, engine.docker_args)
+    return s.built(engine)
 
 
-def _docker_args(args: tuple[str, ...], engine: str) -> tuple[str, ...]:
-    """ARGS (the docker_args of the ENGINE section), once each is an option the Docker API
-    can be given (infergate.plan.docker_args): the launch would refuse the rest on the nodes,
+def _docker_args(s: v.Section, args: tuple[str, ...]) -> None:
+    """Each of ARGS (the docker_args of the engine section S) is an option the Docker API can
+    be given (infergate.plan.docker_args): the launch would refuse the rest on the nodes,
     after the preflight had passed."""
-    key = f"{engine}.docker_args"
+    key = s.at("docker_args")
     try:
         parse_docker_args(args)
     except DockerArgsError as e:
-        raise InventoryError(key, str(e).removeprefix(f"{key}: ")) from None
-    return args
+        s.record(InventoryError(key, str(e).removeprefix(f"{key}: ")))
 
 
 _COMMAND_S = v.number_in(1, 3600, " s")
@@ -569,15 +576,16 @@ def _thresholds(data: object, path: str) -> Thresholds:
     """Each threshold within its bounds; an absent (or null) one keeps its default."""
     s = v.Section(data, path, keys(Thresholds))
     found = {key: s.maybe(key, _THRESHOLD_BOUNDS[key]) for key in s.known}
-    return Thresholds(**{k: value for k, value in found.items() if value is not None})
+    return s.built(Thresholds(**{k: value for k, value in found.items() if value is not None}))
 
 
 def _allow(data: object, path: str) -> Allow:
     s = v.Section(data, path, keys(Allow))
-    return Allow(
+    allow = Allow(
         containers=s.get("containers", v.list_of(v.text), ()),
         gpu_processes=s.get("gpu_processes", v.list_of(v.text), ()),
     )
+    return s.built(allow)
 
 
 _TOKENS = v.int_in(1, 1_048_576)
@@ -587,21 +595,11 @@ _MS = v.number_in(0, 3_600_000, " ms", above=True)
 def _inference(data: object, path: str) -> Inference:
     s = v.Section(data, path, keys(Inference))
     d = Inference()
-    concurrency = s.get("concurrency", _levels, d.concurrency)
-    rates = s.get("request_rates", _rates, d.request_rates)
-    if not concurrency and not rates:
-        raise InventoryError(s.at("concurrency"), "no levels: give concurrency or request_rates")
-    requests = s.maybe("requests_per_level", v.int_in(1, 100_000))
-    duration_s = s.maybe("duration_s", v.number_in(0, 86_400, " s", above=True))
-    _check_level_length(s, concurrency, requests, duration_s)
-    max_ttft_ms = s.maybe("max_ttft_ms", _MS)
-    if max_ttft_ms is not None and 1 not in concurrency:
-        raise InventoryError(s.at("max_ttft_ms"), "is judged at concurrency 1; add 1 to levels")
-    return Inference(
-        concurrency=concurrency,
-        request_rates=rates,
-        requests_per_level=requests,
-        duration_s=duration_s,
+    inference = Inference(
+        concurrency=s.get("concurrency", _levels, d.concurrency),
+        request_rates=s.get("request_rates", _rates, d.request_rates),
+        requests_per_level=s.maybe("requests_per_level", v.int_in(1, 100_000)),
+        duration_s=s.maybe("duration_s", v.number_in(0, 86_400, " s", above=True)),
         input_tokens=s.get("input_tokens", _TOKENS, d.input_tokens),
         output_tokens=s.get("output_tokens", _TOKENS, d.output_tokens),
         spread=s.get("spread", _SPREAD, d.spread),
@@ -611,22 +609,48 @@ def _inference(data: object, path: str) -> Inference:
         min_output_tokens_per_s=s.maybe(
             "min_output_tokens_per_s", v.number_in(0, 10_000_000, " tokens/s", above=True)
         ),
-        max_ttft_ms=max_ttft_ms,
+        max_ttft_ms=s.maybe("max_ttft_ms", _MS),
         baseline=s.maybe("baseline", v.text),
         baseline_tolerance=s.get("baseline_tolerance", _RATIO, d.baseline_tolerance),
         thinking=s.get("thinking", v.boolean, d.thinking),
         probes=s.get("probes", v.list_of(_probe), ()),
         slo=s.get("slo", _slo, Slo()),
     )
+    s.built(inference)  # the rules between its keys need every key read
+    _check_levels(s, inference)
+    return s.built(inference)
+
+
+def _check_levels(s: v.Section, i: Inference) -> None:
+    """Levels to run, each for a number of requests or for a time, not both; enough requests
+    to fill the highest concurrency; a TTFT gate where it is judged."""
+    if not i.concurrency and not i.request_rates:
+        said = "no levels: give concurrency or request_rates"
+        s.record(InventoryError(s.at("concurrency"), said))
+    requests, top = i.requests_per_level, max(i.concurrency, default=0)
+    if requests is not None and i.duration_s is not None:
+        s.record(
+            InventoryError(
+                s.at("duration_s"), "a level runs for requests_per_level or duration_s; give one"
+            )
+        )
+    if requests is not None and requests < top:
+        said = f"{requests} is fewer than the highest concurrency ({top})"
+        s.record(InventoryError(s.at("requests_per_level"), said))
+    if i.max_ttft_ms is not None and 1 not in i.concurrency:
+        said = "is judged at concurrency 1; add 1 to levels"
+        s.record(InventoryError(s.at("max_ttft_ms"), said))
 
 
 def _slo(data: object, path: str) -> Slo:
     s = v.Section(data, path, keys(Slo))
-    slo = Slo(
-        ttft_ms=s.maybe("ttft_ms", _MS),
-        tpot_ms=s.maybe("tpot_ms", _MS),
-        e2e_ms=s.maybe("e2e_ms", _MS),
-        min_goodput_fraction=s.maybe("min_goodput_fraction", _RATIO),
+    slo = s.built(
+        Slo(
+            ttft_ms=s.maybe("ttft_ms", _MS),
+            tpot_ms=s.maybe("tpot_ms", _MS),
+            e2e_ms=s.maybe("e2e_ms", _MS),
+            min_goodput_fraction=s.maybe("min_goodput_fraction", _RATIO),
+        )
     )
     if slo.min_goodput_fraction is not None and not slo.terms:
         raise InventoryError(
@@ -637,22 +661,6 @@ def _slo(data: object, path: str) -> Slo:
 
 
 _SPREAD = v.number_in(0, 0.99, "")
-
-
-def _check_level_length(
-    s: v.Section, concurrency: tuple[int, ...], requests: int | None, duration_s: float | None
-) -> None:
-    """A level runs for a number of requests or for a time, not both; enough requests to
-    fill the highest concurrency."""
-    if requests is not None and duration_s is not None:
-        raise InventoryError(
-            s.at("duration_s"), "a level runs for requests_per_level or duration_s; give one"
-        )
-    top = max(concurrency, default=0)
-    if requests is not None and requests < top:
-        raise InventoryError(
-            s.at("requests_per_level"), f"{requests} is fewer than the highest concurrency ({top})"
-        )
 
 
 _LEVEL_LIST = v.list_of(v.int_in(1, 4096))
@@ -687,11 +695,12 @@ def _rates(data: object, path: str) -> tuple[float, ...]:
 
 def _probe(data: object, path: str) -> Probe:
     s = v.Section(data, path, keys(Probe))
-    return Probe(
+    probe = Probe(
         prompt=s.need("prompt", v.prose),
         expect=s.need("expect", _regex),
         max_tokens=s.get("max_tokens", _TOKENS, 32),
     )
+    return s.built(probe)
 
 
 def _regex(data: object, path: str) -> str:

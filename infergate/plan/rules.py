@@ -9,24 +9,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from infergate.plan.values import InventoryError
+from infergate.plan.values import InventoryError, grouped
 
 if TYPE_CHECKING:  # the model imports this module; at run time only attributes are read
     from infergate.plan.model import Inventory, Node
 
 
 def check_plan(inv: Inventory) -> None:
-    """Raise InventoryError for the first cross-section rule the plan breaks."""
-    _unique_per_node(inv)
-    _fabric_in_subnet(inv)
-    _dist_init_is_a_node(inv)
-    _one_head(inv)
-    _roles_match_head(inv)
-    _one_kind_of_rank(inv)
-    _world_size_matches(inv)
-    _distinct_ports(inv)
-    _jumps_end(inv)
-    _one_user_config(inv)
+    """Raise InventoryError for every cross-section rule the plan breaks (each rule's first
+    break); the head's roles are judged only once the plan has a head."""
+    problems: list[InventoryError] = []
+    for rule in _RULES:
+        if rule is _roles_match_head and any(e.path == "engine.dist_init_addr" for e in problems):
+            continue
+        try:
+            rule(inv)
+        except InventoryError as e:
+            problems.append(e)
+    if problems:
+        raise grouped(problems)
 
 
 _UNIQUE: tuple[tuple[str, str, Callable[[Node], object]], ...] = (
@@ -179,3 +180,17 @@ def _one_user_config(inv: Inventory) -> None:
                 f"for {reached[0].path} ({reached[0].name}): one ssh_config serves every host; "
                 "set it alike on every node",
             )
+
+
+_RULES: tuple[Callable[[Inventory], None], ...] = (
+    _unique_per_node,
+    _fabric_in_subnet,
+    _dist_init_is_a_node,
+    _one_head,
+    _roles_match_head,
+    _one_kind_of_rank,
+    _world_size_matches,
+    _distinct_ports,
+    _jumps_end,
+    _one_user_config,
+)

@@ -6,6 +6,7 @@ surfaces as one InventoryError naming its key path, never as a TypeError from de
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import string
@@ -13,7 +14,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, ip_address
-from typing import TypeVar
+from typing import TypeVar, cast
 from weakref import WeakKeyDictionary
 
 from infergate.plan.secrets import docker_env, flag_secrets, is_secret_name, secret_values
@@ -79,6 +80,8 @@ class InventoryError(ValueError):
     where the plan was read from a file, its line there. A problem of the file as a whole
     (unreadable, not YAML) has the path ""."""
 
+    more = False  # InventoryErrors: reading stopped at MAX_ERRORS
+
     def __init__(self, path: str, message: str, line: int | None = None) -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
@@ -88,6 +91,45 @@ class InventoryError(ValueError):
     def in_file(self, file: object) -> str:
         """As an operator reads it: `FILE, line N: key.path: what is wrong`."""
         return f"{shown(file)}{f', line {self.line}' if self.line else ''}: {self}"
+
+    @property
+    def errors(self) -> tuple[InventoryError, ...]:
+        """Every problem this error stands for: itself alone, or InventoryErrors' list."""
+        return (self,)
+
+
+MAX_ERRORS = 20  # a plan's problems reported at once; a list of a million bad items is not
+
+
+class InventoryErrors(InventoryError):
+    """Several problems of one plan, each an InventoryError naming its key: the first one's
+    path, message and line are this error's own, so a caller of one error reads the first."""
+
+    def __init__(self, errors: list[InventoryError], more: bool = False) -> None:
+        first = errors[0]
+        super().__init__(first.path, first.message, first.line)
+        self.all = tuple(errors[:MAX_ERRORS])
+        self.more = more or len(errors) > MAX_ERRORS  # then reading stopped: not all are here
+        lines = [str(e) for e in self.all] + (["(and more, not shown)"] if self.more else [])
+        self.args = ("\n".join(lines),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    @property
+    def errors(self) -> tuple[InventoryError, ...]:
+        return self.all
+
+    def in_file(self, file: object) -> str:
+        """`FILE: N problems:`, then each as `  line N: key.path: what is wrong`."""
+        lines = [f"  {f'line {e.line}: ' if e.line else ''}{e}" for e in self.all]
+        more = ["  (and more, not shown)"] if self.more else []
+        return "\n".join([f"{shown(file)}: {len(self.all)} problems:", *lines, *more])
+
+
+def grouped(errors: list[InventoryError]) -> InventoryError:
+    """ERRORS as one exception: the error itself when there is one."""
+    return errors[0] if len(errors) == 1 else InventoryErrors(errors)
 
 
 def shown(file: object) -> str:
@@ -123,41 +165,72 @@ def _wrong_type(path: str, expected: str, value: object) -> InventoryError:
 
 
 class Section:
-    """One YAML mapping being read: rejects unknown keys, hands out values read at their path."""
+    """One YAML mapping being read: hands out values read at their path, and collects the
+    problems of every key (an unknown one among them) until `built` raises them all. A key
+    whose reader failed reads as its default (None where it has none): `built` refuses it."""
 
     def __init__(self, data: object, path: str, known: tuple[str, ...]) -> None:
         self.path = path
         self.known = known
         self.data = mapping(data, path)
+        self.problems: list[InventoryError] = []
+        self.suggested: set[str] = set()
         for key in self.data:  # unknown keys first: a typo must not read as "missing"
             if key not in known:
-                raise InventoryError(
-                    join(path, key), f"unknown key; known keys: {', '.join(sorted(known))}"
-                )
+                self.record(InventoryError(join(path, key), self._unknown(key)))
+
+    def _unknown(self, key: str) -> str:
+        said = f"unknown key; known keys: {', '.join(sorted(self.known))}"
+        close = difflib.get_close_matches(key, self.known, n=1)
+        if not close:
+            return said
+        self.suggested.add(close[0])  # its "required key is missing" would tell the same
+        return f"{said}; did you mean {close[0]}?"
 
     def at(self, key: str) -> str:
         return join(self.path, key)
+
+    def record(self, error: InventoryError) -> None:
+        """Keep ERROR's problems; past MAX_ERRORS stop reading, raising them all."""
+        self.problems += error.errors
+        if len(self.problems) > MAX_ERRORS or error.more:
+            raise InventoryErrors(self.problems, more=True)
+
+    def built(self, value: T) -> T:
+        """VALUE, read from this mapping, once no key of it had a problem; else raise them."""
+        if self.problems:
+            raise grouped(self.problems)
+        return value
 
     def _note(self, key: str, how: str, reader: Reader[object]) -> None:
         reads = READS.get()
         if reads is not None:
             reads.append(Read(self.path, self.known, key, how, reader))
 
+    def _read(self, key: str, reader: Reader[T], failed: T) -> T:
+        try:
+            return reader(self.data[key], self.at(key))
+        except InventoryError as e:
+            self.record(e)
+        return failed
+
     def need(self, key: str, reader: Reader[T]) -> T:
         self._note(key, "need", reader)
         if key not in self.data:
-            raise InventoryError(self.at(key), "required key is missing")
-        return reader(self.data[key], self.at(key))
+            if key not in self.suggested:
+                self.record(InventoryError(self.at(key), "required key is missing"))
+            return cast(T, None)  # built refuses the section: the value is never used
+        return self._read(key, reader, cast(T, None))
 
     def get(self, key: str, reader: Reader[T], default: T) -> T:
         self._note(key, "get", reader)
-        return reader(self.data[key], self.at(key)) if key in self.data else default
+        return self._read(key, reader, default) if key in self.data else default
 
     def maybe(self, key: str, reader: Reader[T]) -> T | None:
         """An optional key whose absence (or null) means "not planned"."""
         self._note(key, "maybe", reader)
         value = self.data.get(key)
-        return None if value is None else reader(value, self.at(key))
+        return None if value is None else self._read(key, reader, None)
 
 
 def mapping(value: object, path: str) -> dict[str, object]:
@@ -313,7 +386,18 @@ def list_of(reader: Reader[T], *, min_len: int = 0) -> Reader[tuple[T, ...]]:
             raise _wrong_type(path, "a list", value)
         if len(value) < min_len:
             raise InventoryError(path, f"expected at least {min_len} item(s), got an empty list")
-        return tuple(reader(item, f"{path}[{i}]") for i, item in enumerate(value))
+        items: list[T] = []
+        problems: list[InventoryError] = []
+        for i, item in enumerate(value):  # every item's problems, MAX_ERRORS at most
+            try:
+                items.append(reader(item, f"{path}[{i}]"))
+            except InventoryError as e:
+                problems += e.errors
+                if len(problems) > MAX_ERRORS or e.more:
+                    raise InventoryErrors(problems, more=True) from None
+        if problems:
+            raise grouped(problems)
+        return tuple(items)
 
     bounds = {"minItems": min_len} if min_len else {}
     return described(read, type="array", items=reader, **bounds)
@@ -426,10 +510,13 @@ def _hiding(
     except InventoryError as e:
         given = [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
         secrets = secrets_of(given)
-        message = e.message
-        for item in (x for x in given if any(s in x for s in secrets)):
-            message = _hidden(message, item)
-        raise InventoryError(e.path, message, e.line) from None
+        hidden = []
+        for error in e.errors:
+            message = error.message
+            for item in (x for x in given if any(s in x for s in secrets)):
+                message = _hidden(message, item)
+            hidden.append(InventoryError(error.path, message, error.line))
+        raise grouped(hidden) from None
 
 
 def _hidden(message: str, raw: object) -> str:

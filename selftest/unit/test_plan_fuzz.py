@@ -275,8 +275,9 @@ def test_mutated_plan_files_parse_or_are_refused_cleanly(base: str) -> None:
             outcomes["parsed"] += 1
         except InventoryError as e:
             outcomes["rejected"] += 1
-            if not (e.path or e.line) or "\n" in str(e):  # one line that says where
-                unlocated.append(f"variant {variant}: {e!r}")
+            for one in e.errors:  # each problem: one line that says where
+                if not (one.path or one.line) or "\n" in str(one):
+                    unlocated.append(f"variant {variant}: {one!r}")
         except Exception as e:  # the property under test: nothing else ever escapes
             pytest.fail(f"variant {variant} raised {e!r} for {raw[:2000]!r}")
     assert unlocated == []
