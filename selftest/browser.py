@@ -19,10 +19,13 @@ from infergate_lab.shell import ensure_packages, which
 _PROBE = """<script>
 addEventListener("load", () => {
   const images = [...document.images].map(i => [i.alt, i.complete && i.naturalWidth > 0]);
-  const tables = [...document.querySelectorAll("table")].map(t => t.querySelectorAll("td").length);
+  const all = [...document.querySelectorAll("table")];
+  const tables = all.map(t => t.querySelectorAll("td").length);
+  const widths = all.map(t => Math.ceil(t.getBoundingClientRect().width));
+  const page = [document.documentElement.scrollWidth, window.innerWidth];
   const out = document.createElement("pre");
   out.id = "infergate-page-check";
-  out.textContent = JSON.stringify({images, tables, title: document.title});
+  out.textContent = JSON.stringify({images, tables, widths, page, title: document.title});
   document.body.appendChild(out);
 });
 </script>"""
@@ -36,6 +39,9 @@ class PageCheck:
     images: tuple[tuple[str, bool], ...]  # each image's alt text, and whether it decoded
     tables: tuple[int, ...]  # each table's data cells
     screenshot: Path
+    table_widths: tuple[int, ...] = ()  # each table's width in CSS px
+    scroll_width: int = 0  # the document's, against the window's inner width
+    window_width: int = 0
 
     @property
     def broken_images(self) -> list[str]:
@@ -60,7 +66,16 @@ def check_page(page: Path, screenshot: Path, width: int = 1280) -> PageCheck:
     probed.write_text(page.read_text().replace("</body>", _PROBE + "</body>"))
     browser = chromium()
     try:
-        dom = _run([browser, *_FLAGS, "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()])
+        dom = _run(
+            [
+                browser,
+                *_FLAGS,
+                f"--window-size={width},900",
+                "--virtual-time-budget=5000",
+                "--dump-dom",
+                probed.as_uri(),
+            ]
+        )
     finally:
         probed.unlink()
     _run(
@@ -80,6 +95,9 @@ def check_page(page: Path, screenshot: Path, width: int = 1280) -> PageCheck:
         images=tuple((alt, bool(ok)) for alt, ok in data["images"]),
         tables=tuple(data["tables"]),
         screenshot=screenshot,
+        table_widths=tuple(data["widths"]),
+        scroll_width=data["page"][0],
+        window_width=data["page"][1],
     )
 
 

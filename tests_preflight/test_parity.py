@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from infergate.checks.facts import docker_of, identity_of, image_id_of
-from infergate.checks.parity import check_parity, differing, render_matrix
+from infergate.checks.parity import check_parity, differing, engine_env_rows, render_matrix, shown
 from infergate.fixtures.facts import every_node, settled, settled_every
 from infergate.fixtures.report import fail_on_nodes, record
 from infergate.reports.protocol import PARITY
@@ -32,7 +32,8 @@ def _stack_matrix(probes, in_image, model_hashes, inventory):
         "kernel": {n: ident[n].kernel for n in nodes},
         "OS": {n: ident[n].os for n in nodes},
         "docker": {
-            n: str(d.server) for n, d in every_node(probes, inventory.nodes, docker_of).items()
+            n: shown(d.server, "no answer")
+            for n, d in every_node(probes, inventory.nodes, docker_of).items()
         },
         "driver": {
             n.name: summary_row(n, settled(seen[n.name]))["driver"] for n in inventory.nodes
@@ -43,15 +44,12 @@ def _stack_matrix(probes, in_image, model_hashes, inventory):
     }
     versions = {n: o.part("versions") for n, o in settled_every(in_image).items()}
     for package in IN_IMAGE:
-        matrix[f"{package} (image)"] = {n: str(versions[n].get(package)) for n in nodes}
+        matrix[f"{package} (image)"] = {n: shown(versions[n].get(package)) for n in nodes}
     matrix["model sha256"] = {
         n: _manifest_digest(settled(model_hashes.of(node)).sha256)
         for n, node in zip(nodes, inventory.nodes, strict=True)
     }
-    envs = {n.name: {**inventory.engine.env, **n.env} for n in inventory.nodes}
-    for key in sorted({k for env in envs.values() for k in env}):
-        matrix[f"env {key}"] = {name: env.get(key, "(unset)") for name, env in envs.items()}
-    return matrix
+    return {**matrix, **engine_env_rows(inventory)}
 
 
 def _table(matrix, inventory):

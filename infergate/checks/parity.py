@@ -9,9 +9,22 @@ from __future__ import annotations
 
 from collections import Counter
 
+from infergate.plan.model import Inventory
 from infergate.problems import Problem
 
 Matrix = dict[str, dict[str, str]]  # attribute -> node -> value
+
+
+def shown(value: object, missing: str = "not found") -> str:
+    """A value as the table shows it: MISSING where none was read, never Python's None."""
+    return missing if value is None else str(value)
+
+
+def engine_env_rows(inventory: Inventory) -> Matrix:
+    """The engine environment's rows, each node's value resolved (`{fabric_ip}` its own)."""
+    envs = {n.name: inventory.node_env(n) for n in inventory.nodes}
+    keys = sorted({k for env in envs.values() for k in env})
+    return {f"env {k}": {n: env.get(k, "(unset)") for n, env in envs.items()} for k in keys}
 
 
 def differing(matrix: Matrix) -> Matrix:

@@ -32,6 +32,8 @@ class Outcome:
     name: str
     status: str  # passed | failed | skipped, as pytest says
     detail: str = ""  # the failure, or the reason for the skip
+    code: str = ""  # a failure's catalogue code (infergate.catalogue), and its severity
+    severity: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 
+from infergate.catalogue import WARN, entry
 from infergate.inference.metrics import Distribution, LevelSummary
 from infergate.inference.samples import LevelSamples
 from infergate.reports import plots
 from infergate.reports.inference import Evidence, Outcome, Results
 from infergate.reports.page import CSS, table
+from infergate.reports.verdict import CLUSTER, Cause, by_where, headline
 
 _NO_TOKENS = "<p>No plot: the run kept no output tokens over time."
 _NO_METRICS = (
@@ -33,6 +35,8 @@ def render_html(results: Results) -> str:
         f"<title>infergate inference: {e(m.inventory)}</title><style>{CSS}</style></head><body>",
         f"<h1>Inference report: {e(m.inventory)}</h1>",
         f"<p class=meta>endpoint {e(m.endpoint)} &middot; model {e(m.model)} &middot; {e(m.time)}",
+        _verdict(results.conformance),
+        _gates(results.conformance),
         "<h2>Tokens/s and latency per level</h2>",
         table(_LEVEL_HEADER, [_level_row(s) for s in results.levels]),
         *_pictures(results),
@@ -41,6 +45,44 @@ def render_html(results: Results) -> str:
     ]
     parts += [_evidence(results.evidence), "</body></html>\n"]
     return "\n".join(parts)
+
+
+def _verdict(outcomes: Sequence[Outcome]) -> str:
+    """verdict.py's headline and causes, from the failed outcomes (each with its code)."""
+    causes = [
+        Cause(
+            o.code,
+            CLUSTER,
+            o.detail.strip().splitlines()[-1] if o.detail.strip() else "failed",
+            "",
+            o.name,
+            warn=o.severity == WARN,
+        )
+        for o in outcomes
+        if o.status == "failed"
+    ]
+    ready = not any(not c.warn for c in causes)
+    said = "".join(
+        f"<div class=cause><b>{html.escape(c.code or '(no code)')}</b> {html.escape(c.check)}: "
+        f"{html.escape(c.said)}</div>"
+        for _, listed in by_where(causes)
+        for c in listed
+    )
+    head = html.escape(headline(causes, 0))
+    return f"<p class='{'pass' if ready else 'fail'}'>{head}</p>{said}"
+
+
+def _gates(outcomes: Sequence[Outcome]) -> str:
+    """The performance gates (the catalogue's group): each ran or skipped, with the reason."""
+    rows = []
+    for o in outcomes:
+        found = entry(o.name.rpartition("::")[2].partition("[")[0])
+        if found is not None and found.group == "performance":
+            status = f"<span class={_STATUS_CLASS.get(o.status, 'fail')}>{o.status}</span>"
+            rows.append([html.escape(o.name), status, html.escape(o.detail)])
+    if not rows:
+        return "<p class=meta>No performance gate ran in this run.</p>"
+    return "<h2>Performance gates</h2>" + table(["gate", "result", "why"], rows, "checks")
 
 
 def _pictures(results: Results) -> list[str]:

@@ -14,7 +14,7 @@ from infergate.inference.metrics import summary_from_dict, summary_to_dict
 from infergate.reports.inference import Evidence, Outcome, ReportMeta, Results
 from infergate.reports.version import ToolVersion
 
-SCHEMA_VERSION = 2  # 1: before schema_version; docs/reports.md says what 2 added
+SCHEMA_VERSION = 3  # 1: before schema_version; docs/reports.md says what 2 and 3 added
 
 
 def render_json(results: Results) -> str:

@@ -2,7 +2,7 @@
 memory and model hash figures, and the parity matrix across the nodes.
 
 preflight_json.py and preflight_html.py are its formats (files.py writes them);
-preflight_seen.py assembles it from what the tests' reports carried."""
+preflight_seen.py assembles it from what the tests' reports carried, and verdict.py's causes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from infergate.checks.model_hash import ModelHashes
 from infergate.problems import Problem
+from infergate.reports.verdict import Cause
 from infergate.reports.version import ToolVersion, tool_version
 
 OUTCOMES = ("passed", "failed", "skipped", "error")
@@ -29,6 +30,7 @@ class Cell:
     problems: tuple[Problem, ...] = ()
     detail: str = ""
     cluster: bool = False
+    blocked: str = ""  # skipped for a failed root: that root's code
 
 
 @dataclass(frozen=True)
@@ -84,3 +86,6 @@ class Preflight:
     meta: Meta
     nodes: tuple[NodeReport, ...]
     parity: Matrix = field(default_factory=dict)
+    causes: tuple[Cause, ...] = ()  # the verdict's (verdict.py), each once
+    not_run: int = 0  # checks skipped for a root
+    requirements: Mapping[str, str] = field(default_factory=dict)  # check -> its words

@@ -1,5 +1,8 @@
-"""preflight.html, the preflight report for people: the checks as a grid, a row a check and
-a column a node, the memory bars, the parity table, the model hash figures and the nodes.
+"""preflight.html, the preflight report for people: the verdict first (verdict.py's: READY or
+NOT READY, each cause by node with its code and fix), then a matrix of nodes by the
+catalogue's groups of checks, each cell linking to that group's details on the node further
+down; the memory bars, the parity table (value and the nodes that have it), the model hash
+figures and the nodes. No table is wider than the page (selftest/unit/test_report_width.py).
 
 It is self-contained (inline CSS, the memory bars as an SVG image in a data URI, no script,
 no external URL) and has the inference report's look (page.py)."""
@@ -8,68 +11,178 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from infergate.catalogue import CHECKS, entry
 from infergate.checks.memory import GIB
 from infergate.checks.model_hash import GB, MB
 from infergate.reports.page import CSS, table
 from infergate.reports.preflight import Cell, Matrix, NodeReport, Preflight
+from infergate.reports.verdict import by_where, headline
 
+STATES = ("failed", "blocked", "warned", "passed", "n/a")  # a group shows its first found
+GROUPS = tuple(dict.fromkeys(e.group for e in CHECKS.values()))
 _MORE_CSS = """
-.cell{display:block;padding:.2em .4em;font-size:.85em}.cell.passed{background:#dafbe1}
-.cell.failed,.cell.error{background:#ffebe9;color:#82071e}.cell.skipped{background:#eef0f2}
-.cell b{display:block}.cell div{white-space:pre-wrap;margin-top:.2em;color:#1d232a}
+table.matrix{table-layout:fixed;width:100%;font-size:.8em}table.matrix td,table.matrix th{
+padding:.2em .3em;text-align:center}table.matrix td:first-child,table.matrix th:first-child{
+width:9em;text-align:left}.st{display:block;text-decoration:none;color:inherit}
+.failed{background:#ffebe9;color:#82071e}.blocked{background:#fff1cc;color:#6b4f00}
+.warned{background:#fff8c5}.passed{background:#dafbe1}.na{color:#8c959f}
+.verdict{font-size:1.2em;margin:.6em 0}.cause{margin:.2em 0 .2em 1.2em}
+.item{margin:.15em 0}.item code{white-space:pre-wrap}
 """
 
 
 def render_html(report: Preflight) -> str:
     m, e = report.meta, html.escape
-    failed = sum(c.outcome in ("failed", "error") for n in report.nodes for c in n.checks)
+    names = [n.node for n in report.nodes]
     parts = [
         f"<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>infergate preflight: {e(m.inventory)}</title>"
         f"<style>{CSS}{_MORE_CSS}</style></head><body>",
         f"<h1>Preflight report: {e(m.inventory)}</h1>",
         f"<p class=meta>run {e(m.run_id)} &middot; {e(m.time)} &middot; infergate "
-        f"{e(m.tool.version)} &middot; <span class={'fail' if failed else 'pass'}>"
-        f"{failed} red cell(s)</span>",
-        "<h2>Checks on each node</h2>",
-        _grid(report.nodes),
+        f"{e(m.tool.version)}",
+        _verdict(report),
+        "<h2>Each group of checks on each node</h2>",
+        _matrix(report.nodes),
+        _not_applicable(report.nodes, report.requirements),
         "<h2>Memory available against the plan's need</h2>",
         _memory_bars(report.nodes),
-        _parity(report.parity, [n.node for n in report.nodes]),
+        _parity(report.parity, names),
         _model_hash(report.nodes),
         "<h2>Nodes</h2>",
         _summary(report.nodes),
+        "<h2>Details on each node</h2>",
+        *(
+            _details(i, n, _groups(report.nodes), report.requirements)
+            for i, n in enumerate(report.nodes)
+        ),
         "</body></html>\n",
     ]
     return "\n".join(parts)
 
 
-def _grid(nodes: Sequence[NodeReport]) -> str:
-    """One row a check, one column a node; a red cell says what was found, planned, and
-    the remedy (or the failure's text)."""
-    checks = list(dict.fromkeys(c.check for n in nodes for c in n.checks))
-    by_node = {n.node: {c.check: c for c in n.checks} for n in nodes}
-    header = ["check", *(f"{n.node} ({n.address})" for n in nodes)]
+def _verdict(report: Preflight) -> str:
+    """verdict.py's block: the headline, then each cause by where, with its code and fix."""
+    causes = list(report.causes)
+    ready = not any(not c.warn for c in causes)
+    e, out = html.escape, []
+    out.append(f"<p class='verdict {'pass' if ready else 'fail'}'>")
+    out.append(e(headline(causes, report.not_run)) + "</p>")
+    for where, listed in by_where(causes):
+        out.append(f"<div><b>{e(where)}</b>")
+        for c in listed:
+            kind = "warn " if c.warn else ("root " if c.root else "")
+            fix = f"<br>fix: <code>{e(c.remedy)}</code>" if c.remedy else ""
+            out.append(
+                f"<div class=cause>{kind}<b>{e(c.code or '(no code)')}</b> {e(c.said)}{fix}</div>"
+            )
+        out.append("</div>")
+    return "".join(out)
+
+
+def state(cell: Cell) -> str:
+    """One of STATES for CELL: a failure or error, a skip for a root, a skip that does not
+    apply, problems of a warn-severity check that passed, or a pass."""
+    if cell.outcome in ("failed", "error"):
+        return "failed"
+    if cell.blocked:
+        return "blocked"
+    if cell.outcome == "skipped":
+        return "n/a"
+    return "warned" if cell.problems else "passed"
+
+
+def group_of(cell: Cell) -> str:
+    found = entry(cell.check.rpartition("::")[2])
+    return found.group if found else "other"
+
+
+def _groups(nodes: Sequence[NodeReport]) -> list[str]:
+    present = {group_of(c) for n in nodes for c in n.checks}
+    return [g for g in (*GROUPS, "other") if g in present]
+
+
+def _group_state(cells: Sequence[Cell]) -> str:
+    states = {state(c) for c in cells}
+    return next((s for s in STATES if s in states), "")
+
+
+def _matrix(nodes: Sequence[NodeReport]) -> str:
+    """A row a node, a column a group; each cell the group's state there, linking to its
+    details below."""
+    groups = _groups(nodes)
     rows = []
-    for check in checks:
-        seen = [by_node[n.node].get(check) for n in nodes]
-        rows.append([html.escape(check)] + [_cell(c) for c in seen])
-    return table(header, rows, "text grid")
+    for i, n in enumerate(nodes):
+        cells = [html.escape(n.node)]
+        for j, g in enumerate(groups):
+            st = _group_state([c for c in n.checks if group_of(c) == g])
+            link = f'<a class="st {_css(st)}" href="#n{i}-g{j}">{st}</a>' if st else "&ndash;"
+            cells.append(link)
+        rows.append(cells)
+    return table(["node", *groups], rows, "matrix")
 
 
-def _cell(cell: Cell | None) -> str:
-    if cell is None:
-        return "&ndash;"
-    e = html.escape
+def _not_applicable(nodes: Sequence[NodeReport], words: Mapping[str, str]) -> str:
+    """The checks that did not apply, folded into one line: each once, with its reason."""
+    seen: dict[str, str] = {}
+    for c in (c for n in nodes for c in n.checks if state(c) == "n/a"):
+        seen.setdefault(_said(words, c.check), c.detail)
+    if not seen:
+        return ""
+    said = "; ".join(f"{html.escape(r)} ({html.escape(why)})" for r, why in seen.items())
+    return f"<p class=meta>Not applicable: {said}</p>"
+
+
+def _details(i: int, n: NodeReport, groups: Sequence[str], words: Mapping[str, str]) -> str:
+    """Node N's groups (GROUPS: the matrix's columns), each row anchored for the matrix: what
+    failed, was blocked or warned, with what was found, planned and the fix; passes counted."""
+    rows = []
+    for j, g in enumerate(groups):
+        cells = [c for c in n.checks if group_of(c) == g]
+        if cells:
+            st = _group_state(cells)
+            label = f'<span id="n{i}-g{j}">{html.escape(g)}</span>'
+            rows.append([label, f'<span class="st {_css(st)}">{st}</span>', _items(cells, words)])
+    head = f"<h3 id=n{i}>{html.escape(n.node)} ({html.escape(n.address)})</h3>"
+    return head + table(["group", "state", "checks"], rows, "text")
+
+
+def _items(cells: Sequence[Cell], words: Mapping[str, str]) -> str:
+    """Each check that did not pass, by its requirement, with what it said; the passes and
+    the checks that did not apply counted."""
+    out = [_item(c, words) for c in cells if state(c) not in ("passed", "n/a")]
+    passed = sum(state(c) == "passed" for c in cells)
+    skipped = sum(state(c) == "n/a" for c in cells)
+    counts = [f"{passed} passed"] if passed else []
+    counts += [f"{skipped} not applicable"] if skipped else []
+    if counts:
+        out.append(f"<div class=item>{', '.join(counts)}</div>")
+    return "".join(out)
+
+
+def _item(c: Cell, words: Mapping[str, str]) -> str:
+    """A check that did not pass: its state, code and requirement, then what it said."""
+    e, name = html.escape, c.check.rpartition("::")[2]
     said = "".join(
-        f"<div>found {e(p.found)}; planned {e(p.planned)}\nfix: <code>{e(p.remedy)}</code></div>"
-        for p in cell.problems
+        f"<br>found {e(p.found)}; planned {e(p.planned)}<br>fix: <code>{e(p.remedy)}</code>"
+        for p in c.problems
     )
-    if not said and cell.detail:
-        said = f"<div>{e(cell.detail)}</div>"
-    return f'<span class="cell {cell.outcome}"><b>{cell.outcome}</b>{said}</span>'
+    said = said or (f"<br>{e(c.detail)}" if c.detail else "")
+    found = entry(name)
+    code = f"{found.code} " if found else ""
+    return f"<div class=item>{state(c)}: {code}{e(_said(words, c.check))}{said}</div>"
+
+
+def _said(words: Mapping[str, str], check: str) -> str:
+    """CHECK's requirement in words (catalogue_doc.requirement, kept in the report)."""
+    name = check.rpartition("::")[2]
+    return words.get(name, name)
+
+
+def _css(st: str) -> str:
+    return "na" if st == "n/a" else st
 
 
 def _memory_bars(nodes: Sequence[NodeReport]) -> str:
@@ -119,15 +232,20 @@ def _bar(n: NodeReport, y: int, left: int, scale: float) -> list[str]:
 
 
 def _parity(matrix: Matrix, nodes: list[str]) -> str:
+    """A row an attribute and value, with the nodes that have it; a differing attribute red."""
     if not matrix:
         return ""
-    rows = []
+    rows, e = [], html.escape
     for attr, row in matrix.items():
-        odd = len(set(row.values())) > 1
-        values = [html.escape(row.get(n, "?")) for n in nodes]
-        label = f"<span class=fail>{html.escape(attr)}</span>" if odd else html.escape(attr)
-        rows.append([label, *values])
-    return "<h2>Parity: the same on every node</h2>" + table(["", *nodes], rows, "text")
+        values = {n: row.get(n, "?") for n in nodes}
+        odd = len(set(values.values())) > 1
+        label = f"<span class=fail>{e(attr)}</span>" if odd else e(attr)
+        for value in dict.fromkeys(values.values()):
+            have = [n for n in nodes if values[n] == value]
+            who = f"every node ({len(have)})" if not odd else ", ".join(have)
+            rows.append([label, e(value), e(who)])
+    header = ["attribute", "value", "nodes"]
+    return "<h2>Parity: the same on every node</h2>" + table(header, rows, "text")
 
 
 def _model_hash(nodes: Sequence[NodeReport]) -> str:

@@ -11,9 +11,10 @@ from typing import Any
 
 from infergate.problems import Problem
 from infergate.reports.preflight import Cell, Memory, Meta, ModelHash, NodeReport, Preflight
+from infergate.reports.verdict import Cause
 from infergate.reports.version import ToolVersion
 
-SCHEMA_VERSION = 3  # 2: each node's model_hash; 3: meta.level
+SCHEMA_VERSION = 3  # 2: each node's model_hash; 3: meta.level, the verdict, blocked, requirements
 
 
 def render_json(report: Preflight) -> str:
@@ -32,7 +33,10 @@ def read_preflight(path: Path) -> Preflight:
     if found != SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {found!r}, this infergate reads {SCHEMA_VERSION}")
     meta = Meta(**{**data["meta"], "tool": ToolVersion(**data["meta"]["tool"])})
-    return Preflight(meta, tuple(_node(n) for n in data["nodes"]), data["parity"])
+    nodes = tuple(_node(n) for n in data["nodes"])
+    causes = tuple(Cause(**c) for c in data["causes"])
+    said = data["requirements"]
+    return Preflight(meta, nodes, data["parity"], causes, data["not_run"], said)
 
 
 def _node(data: dict[str, Any]) -> NodeReport:

@@ -22,6 +22,7 @@ from infergate.reports.protocol import (
     MODEL_HASH,
     PARITY,
     PROBLEMS,
+    ROOT,
     ROW,
     PhaseReport,
     outcome_text,
@@ -38,6 +39,7 @@ class CheckSeen:
     outcome: str
     problems: Mapping[str, tuple[Problem, ...]] = field(default_factory=dict)
     detail: str = ""
+    blocked: str = ""  # the code of the failed root it was skipped for
 
 
 @dataclass
@@ -111,7 +113,9 @@ def seen(before: CheckSeen | None, report: PhaseReport, said: dict[str, Any]) ->
     detail = before.detail if before and before.detail else ""
     if not detail and not report.passed:
         detail = outcome_text(report)
-    return CheckSeen(about["check"], about["node"], outcome, problems, detail)
+    blocked = said[ROOT][0]["code"] if report.skipped and said.get(ROOT) else ""
+    blocked = blocked or (before.blocked if before else "")
+    return CheckSeen(about["check"], about["node"], outcome, problems, detail, blocked)
 
 
 def cells(test: CheckSeen, nodes: Sequence[str]) -> dict[str, Cell]:
@@ -119,11 +123,13 @@ def cells(test: CheckSeen, nodes: Sequence[str]) -> dict[str, Cell]:
     together every node, failed where its problems name the node (all when they name none)."""
     if test.node is not None:
         problems = test.problems.get(test.node, ())
-        return {test.node: Cell(test.check, test.outcome, problems, test.detail)}
+        cell = Cell(test.check, test.outcome, problems, test.detail, blocked=test.blocked)
+        return {test.node: cell}
     named = test.outcome == "failed" and bool(test.problems)
     found = {}
     for node in nodes:
         outcome = "passed" if named and node not in test.problems else test.outcome
         detail = "" if outcome == "passed" else test.detail
-        found[node] = Cell(test.check, outcome, test.problems.get(node, ()), detail, True)
+        blocked = test.blocked if outcome == "skipped" else ""
+        found[node] = Cell(test.check, outcome, test.problems.get(node, ()), detail, True, blocked)
     return found

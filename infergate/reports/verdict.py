@@ -3,7 +3,7 @@ by node, with its code and its fix; gathered from what the tests' reports carrie
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from infergate.catalogue import WARN, entry
@@ -70,26 +70,34 @@ class Verdict:
 
     def lines(self, level: str = "") -> list[str]:
         """The verdict block: its first line, then each cause by node, roots first."""
-        failing = [c for c in self.causes.values() if not c.warn]
-        warned = [c for c in self.causes.values() if c.warn]
-        roots = sum(c.root for c in failing)
-        at = f" (level {level})" if level else ""
-        if not failing:
-            head = f"READY{at}: no check failed"
-            head += f", {len(warned)} warning(s)" if warned else ""
-        else:
-            head = (
-                f"NOT READY{at}: {roots} root cause(s), {len(failing) - roots} other "
-                f"failure(s); {self.not_run} check(s) not run because of a root"
-            )
-        out = [head]
-        order = sorted(failing + warned, key=lambda c: (c.warn, not c.root, c.where != CLUSTER))
-        wheres = list(dict.fromkeys(c.where for c in order))
-        for where in wheres:
+        causes = list(self.causes.values())
+        out = [headline(causes, self.not_run, level)]
+        for where, listed in by_where(causes):
             out.append(where)
-            for c in (c for c in order if c.where == where):
+            for c in listed:
                 mark = "warn " if c.warn else ""
                 out.append(f"  {mark}{c.code or '(no code)'} {c.said}")
                 if c.remedy:
                     out.append(f"    fix: {c.remedy}")
         return out
+
+
+def headline(causes: Sequence[Cause], not_run: int, level: str = "") -> str:
+    """The verdict's first line: READY or NOT READY, and how many causes of each kind."""
+    failing = [c for c in causes if not c.warn]
+    warned = len(causes) - len(failing)
+    at = f" (level {level})" if level else ""
+    if not failing:
+        return f"READY{at}: no check failed" + (f", {warned} warning(s)" if warned else "")
+    roots = sum(c.root for c in failing)
+    return (
+        f"NOT READY{at}: {roots} root cause(s), {len(failing) - roots} other "
+        f"failure(s); {not_run} check(s) not run because of a root"
+    )
+
+
+def by_where(causes: Sequence[Cause]) -> list[tuple[str, list[Cause]]]:
+    """CAUSES grouped by where they are, failures before warnings and roots first."""
+    order = sorted(causes, key=lambda c: (c.warn, not c.root, c.where != CLUSTER))
+    wheres = list(dict.fromkeys(c.where for c in order))
+    return [(where, [c for c in order if c.where == where]) for where in wheres]

@@ -21,7 +21,8 @@ from infergate.inference import metrics, plan
 from infergate.inference.client import StreamRecord
 from infergate.plan.apikey import HIDDEN
 from infergate.plan.model import Slo
-from infergate.reports import files, inference_csv, inference_json
+from infergate.reports import files, inference_csv, inference_html, inference_json
+from infergate.reports.inference import Outcome
 from infergate.reports.version import checkout_commit, tool_version
 from infergate.reports.vllm_json import queue_times, vllm_result
 from selftest.unit.test_inference_lib import TEN_CHUNKS, record, results
@@ -234,7 +235,7 @@ def test_results_json_carries_schema_and_tool_and_round_trips(tmp_path: Path) ->
     assert inference_json.read_results(json_path) == results()
     old = {k: v for k, v in data.items() if k not in ("schema_version", "tool")}
     json_path.write_text(json.dumps(old))
-    with pytest.raises(ValueError, match="schema_version 1; this infergate reads 2"):
+    with pytest.raises(ValueError, match="schema_version 1; this infergate reads 3"):
         inference_json.read_results(json_path)
 
 
@@ -282,3 +283,25 @@ def test_checkout_commit_of_a_worktree_reads_the_shared_refs(tmp_path: Path) -> 
     (own / "commondir").write_text("../..\n")
     (main / "packed-refs").write_text(f"{SHA} refs/heads/feature\n")
     assert checkout_commit(tree) == SHA
+
+
+def test_a_failed_outcome_keeps_its_code_and_severity(tmp_path: Path) -> None:
+    failed = Outcome("test_chat.py::test_endpoint_serves_one_request", "failed", "no answer")
+    coded = replace(failed, code="IG-ENDPOINT-DEAD", severity="fail")
+    json_path, _ = files.write_report(tmp_path, replace(results(), conformance=(coded,)))
+    (said,) = json.loads(json_path.read_text())["conformance"]
+    assert (said["code"], said["severity"]) == ("IG-ENDPOINT-DEAD", "fail")
+    assert inference_json.read_results(json_path).conformance == (coded,)
+
+
+def test_report_html_opens_with_the_verdict_and_says_which_gates_ran() -> None:
+    failed = Outcome("test_chat.py::test_endpoint_serves_one_request", "failed", "no answer")
+    failed = replace(failed, code="IG-ENDPOINT-DEAD", severity="fail")
+    gate = Outcome("test_perf.py::test_every_request_completes", "skipped", "no sweep was run")
+    page = inference_html.render_html(replace(results(), conformance=(failed, gate)))
+    body = page.split("<body>")[1]
+    assert "<p class='fail'>NOT READY" in body.split("<h2>")[0]  # before the first section
+    assert "<b>IG-ENDPOINT-DEAD</b>" in body
+    gates = body.split("<h2>Performance gates</h2>")[1].split("</table>")[0]
+    assert "test_every_request_completes" in gates
+    assert "no sweep was run" in gates

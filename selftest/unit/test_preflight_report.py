@@ -6,6 +6,7 @@ JUnit's properties; the page renders in a real browser."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import stat
 import tempfile
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infergate.checks.parity import engine_env_rows, shown
 from infergate.fixtures.report import fail_on_nodes
 from infergate.plan.apikey import HIDDEN
 from infergate.plan.model import parse_inventory
@@ -235,13 +237,15 @@ def test_the_page_renders_in_a_browser_with_red_cells(pytester: pytest.Pytester)
     assert seen.title == "infergate preflight: tiny"
     assert [alt for alt, _ in seen.images] == ["usable memory against the plan's need, per node"]
     assert seen.broken_images == []
-    assert len(seen.tables) == 3  # the grid, the parity table, the nodes
+    assert len(seen.tables) == 5  # the matrix, the parity table, the nodes, each node's details
     assert seen.empty_tables == []
     assert seen.screenshot.stat().st_size > 10_000  # a page, not a blank screen
     page = run.html_path.read_text()
-    red = page.split('<span class="cell failed">')[1:]
-    assert len(red) == 4  # two failed checks on two nodes, each with what was found
-    assert sum("planned at least 60000.0 GiB" in cell for cell in red) == 2
+    assert "<p class='verdict fail'>NOT READY" in page  # the verdict first
+    red = page.split('<a class="st failed" href="#n')[1:]
+    assert len(red) == 4  # two failed groups on two nodes, each linking to its details
+    items = page.split("<div class=item>failed: ")[1:]
+    assert sum("planned at least 60000.0 GiB" in item for item in items) == 2
     assert "<script" not in page
     assert "http" not in page  # self-contained: no external URL
 
@@ -297,11 +301,25 @@ def test_the_page_has_a_model_hash_row_a_node_only_where_one_was_hashed() -> Non
 
 def test_a_failed_check_is_a_red_cell_with_its_remedy() -> None:
     page = render_html(report())
-    red = page.split('<span class="cell failed">')
-    assert len(red) == 2
-    assert "found 12.0 GiB usable; planned at least 30.0 GiB" in red[1]
-    assert "<code>stop what holds memory</code>" in red[1].split("</span>")[0]
-    assert '<span class="cell skipped"><b>skipped</b><div>one node</div>' in page
+    red = page.split('<a class="st failed" href="#n0-g0">failed</a>')
+    assert len(red) == 2  # the memory group, red on n1, linking to its details
+    (item,) = page.split("<div class=item>failed: IG-MEMORY-SHORT ")[1:]
+    assert "found 12.0 GiB usable; planned at least 30.0 GiB" in item
+    assert "<code>stop what holds memory</code>" in item.split("</div>")[0]
+    assert '<span id="n0-g0">memory</span>' in page
+    assert "Not applicable: " in page  # folded into one line
+    assert "(one node)" in page
+
+
+def test_the_parity_table_shows_values_never_none_or_a_template() -> None:
+    lab = parse_inventory(yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text()))
+    env = engine_env_rows(lab)
+    assert any("{fabric_ip}" in v for v in lab.engine.env.values())  # the plan's templates
+    matrix = {**env, "docker": {"n1": shown(None), "n2": "27.0"}}
+    page = render_html(replace(report(), parity=matrix))
+    parity = page.split("<h2>Parity")[1].split("</table>")[0]
+    assert "None" not in parity
+    assert re.search(r"\{\w+\}", parity) is None, parity
 
 
 @pytest.mark.parametrize(
