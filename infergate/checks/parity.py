@@ -20,9 +20,13 @@ def shown(value: object, missing: str = "not found") -> str:
     return missing if value is None else str(value)
 
 
-def engine_env_rows(inventory: Inventory) -> Matrix:
-    """The engine environment's rows, each node's value resolved (`{fabric_ip}` its own)."""
-    envs = {n.name: inventory.node_env(n) for n in inventory.nodes}
+def engine_env_rows(inventory: Inventory, resolved: bool = True) -> Matrix:
+    """The engine environment's rows, each node's value resolved (`{fabric_ip}` its own), or
+    as planned: a placeholder that resolves per node is the same plan on every node."""
+    envs = {
+        n.name: inventory.node_env(n) if resolved else {**inventory.engine.env, **n.env}
+        for n in inventory.nodes
+    }
     keys = sorted({k for env in envs.values() for k in env})
     return {f"env {k}": {n: env.get(k, "(unset)") for n, env in envs.items()} for k in keys}
 
