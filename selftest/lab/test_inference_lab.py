@@ -185,10 +185,13 @@ def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
     text = LAB_PLAN.read_text()
     plan.write_text(text.replace(f"served_name: {SERVED}", "served_name: smollm2-instruct"))
     run = smoke(pytester, server, "-k", "conformance", inventory=plan)
-    assert MODELS in run.red(), run.output
-    message = run.message(MODELS)
+    root = "test_conformance.py::test_endpoint_serves_one_request"  # the endpoint gate's red
+    assert run.red() == {root}, run.output
+    message = run.message(root)
+    assert "IG-ENDPOINT-UNKNOWN-MODEL" in message
     assert "'smollm2-instruct'" in message
     assert SERVED in message
+    assert "(test_endpoint_serves_one_request)" in run.message(MODELS)
 
 
 def test_streams_without_usage_are_red(server, pytester, tmp_path):
