@@ -115,7 +115,10 @@ def test_a_preflight_with_a_hung_node_names_it_once_and_checks_the_other(
     )
     took = time.monotonic() - start
     deadline = PLAN_COMMAND_S + KILL_AFTER_S + CONNECT_S + SSH_GRACE_S
-    hung = f"node2 (10.251.0.12) hung: ssh did not return within {deadline} s"
+    hung = (
+        "node2 (10.251.0.12): 1 problem(s)\n"
+        f"  - IG-SSH-HUNG found hung: ssh did not return within {deadline} s"
+    )
     assert hung in run.output, run.output
     # pytest-timeout still ends the one test whose setup waits for node2's deadline (the
     # first to read the probe: here 3 s < 12 s); every other node1 test passes
