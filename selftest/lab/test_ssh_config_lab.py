@@ -142,6 +142,7 @@ Host 10.251.0.12
     green = run_suite(pytester, *HOST_TESTS, operators, inventory=plan)
     assert {t for t in green.outcomes if t.endswith("[node2]")} == {
         "test_host.py::test_ssh_reachable_facts_gathered[node2]",
+        "test_host.py::test_node_tools_present[node2]",
         "test_host.py::test_docker_engine_answers[node2]",
     }, green.output
     assert green.red() == set(), green.output
