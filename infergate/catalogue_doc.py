@@ -11,14 +11,13 @@ import re
 
 from infergate.catalogue import CHECKS, ENDPOINT_ROOT, NODE_ROOTS, ROOT_FORMS, root_check
 from infergate.checks.tools import TOOLS
-
-PHASES = ("infergate.tests_preflight", "infergate.tests_deploy", "infergate.tests_inference")
+from infergate.suites import PACKAGES
 
 
 def suite_checks() -> dict[str, str]:
     """Every check of the suite (a test function's name) and its module's file name."""
     found = {}
-    for phase in PHASES:
+    for phase in PACKAGES:
         package = importlib.import_module(phase)
         for info in pkgutil.iter_modules(package.__path__):
             if not info.name.startswith("test_"):
@@ -32,7 +31,7 @@ def suite_checks() -> dict[str, str]:
 
 def requirement(check: str) -> str:
     """CHECK's requirement in words: the first sentence of its docstring."""
-    for phase in PHASES:
+    for phase in PACKAGES:
         for info in pkgutil.iter_modules(importlib.import_module(phase).__path__):
             module = importlib.import_module(f"{phase}.{info.name}")
             function = getattr(module, check, None)

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from infergate.engines.registry import engine_for
-from infergate.fixtures.endpoint import fail_blocked
-from infergate.fixtures.report import fail_on_cluster
+from infergate.fixtures.endpoint import ServedBy, fail_blocked
 from infergate.inference import conformance as judge
 from infergate.inference.client import get_json, post_json, stream_completion
 from infergate.inference.endpoint import REQUEST_TIMEOUT_S, Endpoint
@@ -38,22 +37,22 @@ def test_endpoint_serves_one_request(endpoint_root: Blocked | None) -> None:
     fail_blocked(endpoint_root)
 
 
-def test_models_lists_the_planned_served_name(endpoint: Endpoint, inventory: Inventory) -> None:
+def test_models_lists_the_planned_served_name(endpoint: Endpoint, served_by: ServedBy) -> None:
     """GET /v1/models lists the model under the name the plan serves it as."""
     status, answer = get_json(endpoint.v1, "/models", 30, endpoint.api_key, endpoint.ca_bundle)
-    fail_on_cluster(inventory.nodes, judge.check_models(status, answer, endpoint.model))
+    served_by.fail(judge.check_models(status, answer, endpoint.model))
 
 
 @pytest.mark.parametrize("path", [CHAT, TEXT], ids=["chat", "text"])
-def test_completion_answers_with_usage(endpoint: Endpoint, inventory: Inventory, path: str) -> None:
+def test_completion_answers_with_usage(endpoint: Endpoint, served_by: ServedBy, path: str) -> None:
     """A plain request gets text, a finish_reason and usage."""
     status, answer = ask(endpoint, path, max_tokens=16)
-    fail_on_cluster(inventory.nodes, judge.check_answer(path, status, answer))
+    served_by.fail(judge.check_answer(path, status, answer))
 
 
 @pytest.mark.parametrize("path", [CHAT, TEXT], ids=["chat", "text"])
 def test_stream_is_framed_and_ends_with_usage(
-    endpoint: Endpoint, inventory: Inventory, path: str
+    endpoint: Endpoint, served_by: ServedBy, path: str
 ) -> None:
     """A streamed answer is SSE `data:` events, ends with `data: [DONE]`, and carries usage
     when `stream_options.include_usage` asks for it."""
@@ -61,19 +60,19 @@ def test_stream_is_framed_and_ends_with_usage(
     record = stream_completion(
         endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key, endpoint.ca_bundle
     )
-    fail_on_cluster(inventory.nodes, judge.check_stream(record))
+    served_by.fail(judge.check_stream(record))
 
 
-def test_max_tokens_is_honoured(endpoint: Endpoint, inventory: Inventory) -> None:
+def test_max_tokens_is_honoured(endpoint: Endpoint, served_by: ServedBy) -> None:
     """An answer cut at max_tokens says so: completion_tokens == max_tokens, finish "length"."""
     status, answer = ask(endpoint, CHAT, max_tokens=5, ignore_eos=True)
-    fail_on_cluster(inventory.nodes, judge.check_max_tokens(status, answer, 5))
+    served_by.fail(judge.check_max_tokens(status, answer, 5))
 
 
-def test_stop_string_ends_the_answer(endpoint: Endpoint, inventory: Inventory) -> None:
+def test_stop_string_ends_the_answer(endpoint: Endpoint, served_by: ServedBy) -> None:
     """A stop string taken from the greedy answer ends the answer right before it."""
     status, first = ask(endpoint, TEXT, max_tokens=24, temperature=0, ignore_eos=True)
-    fail_on_cluster(inventory.nodes, judge.check_status(TEXT, status, first))
+    served_by.fail(judge.check_status(TEXT, status, first))
     stop = judge.stop_word(first)
     if stop is None and (silent := judge.silent_tokens(first)):
         pytest.skip(silent)
@@ -82,29 +81,33 @@ def test_stop_string_ends_the_answer(endpoint: Endpoint, inventory: Inventory) -
     status, stopped = ask(
         endpoint, TEXT, max_tokens=24, temperature=0, ignore_eos=True, stop=[stop]
     )
-    fail_on_cluster(inventory.nodes, judge.check_stopped(first, status, stopped, stop))
+    served_by.fail(judge.check_stopped(first, status, stopped, stop))
 
 
-def test_temperature_zero_repeats_itself(endpoint: Endpoint, inventory: Inventory) -> None:
+def test_temperature_zero_repeats_itself(endpoint: Endpoint, served_by: ServedBy) -> None:
     """Greedy decoding gives the same answer twice."""
     answers = [ask(endpoint, CHAT, max_tokens=16, temperature=0) for _ in range(2)]
-    fail_on_cluster(inventory.nodes, judge.check_repeatable(answers))
+    served_by.fail(judge.check_repeatable(answers))
 
 
 @pytest.mark.parametrize("defect", judge.BAD_REQUESTS, ids=lambda d: d.name)
 def test_bad_request_gets_a_json_4xx(
-    endpoint: Endpoint, inventory: Inventory, defect: judge.BadRequest
+    endpoint: Endpoint,
+    served_by: ServedBy,
+    plan_or_none: Inventory | None,
+    defect: judge.BadRequest,
 ) -> None:
     """A client's mistake is answered 4xx with a JSON error, not 500 and not a hang."""
-    if why := engine_for(inventory).answers_by_design.get(defect.name):
+    by_design = engine_for(plan_or_none).answers_by_design if plan_or_none else {}
+    if why := by_design.get(defect.name):
         pytest.skip(why)
     body = defect.make(judge.body(CHAT, endpoint.model, PROMPT, max_tokens=4))
     key, ca = endpoint.api_key, endpoint.ca_bundle
     status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, key, ca)
-    fail_on_cluster(inventory.nodes, judge.check_client_error(defect, status, answer))
+    served_by.fail(judge.check_client_error(defect, status, answer))
 
 
-def test_openai_client_works_end_to_end(endpoint: Endpoint, inventory: Inventory) -> None:
+def test_openai_client_works_end_to_end(endpoint: Endpoint, served_by: ServedBy) -> None:
     """The official `openai` Python client lists the model, chats, and streams."""
     # here, not at the top: another phase collects without it (selftest/test_phase_imports.py)
     import openai
@@ -130,7 +133,7 @@ def test_openai_client_works_end_to_end(endpoint: Endpoint, inventory: Inventory
         )
         chunks = list(stream)
     except openai.OpenAIError as e:
-        fail_on_cluster(inventory.nodes, [judge.client_error(e)])
+        served_by.fail([judge.client_error(e)])
         return
     problems = judge.check_openai_client(endpoint.model, listed, chat, chunks)
-    fail_on_cluster(inventory.nodes, problems)
+    served_by.fail(problems)

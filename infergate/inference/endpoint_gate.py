@@ -7,7 +7,7 @@ judge ever reads an error's text as the model's output (docs/suite.md#the-endpoi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from infergate.inference.client import Reply, call
@@ -48,16 +48,21 @@ def wait_deadline(given: float | None, planned: float) -> Deadline:
     return Deadline(planned, WAIT_KEY) if given is None else Deadline(given, WAIT_OPTION)
 
 
-def serves_one_request(endpoint: Endpoint, deadline: Deadline) -> Down | None:
-    """None where the endpoint answers GET /v1/models listing its model within DEADLINE,
-    then one chat request with text; else why not."""
+def serves_one_request(endpoint: Endpoint, deadline: Deadline) -> Endpoint | Down:
+    """The endpoint, where it answers GET /v1/models listing its model (the one it lists,
+    where none was named) within DEADLINE, then one chat request with text; else why not."""
     reply, last = wait_for_answer(endpoint, deadline)
     if reply.status == 0:
         return no_answer(endpoint, reply, last)
     url = f"{endpoint.v1}/models"
-    down = http_failure(endpoint, f"GET {url}", reply) or unlisted(endpoint, url, reply)
+    down = http_failure(endpoint, f"GET {url}", reply)
     if down is not None:
         return down
+    listed = listed_models(reply)
+    if not endpoint.model and len(listed) == 1:
+        endpoint = replace(endpoint, model=listed[0])
+    if endpoint.model not in listed:
+        return unlisted(endpoint, url, listed)
     body = json.dumps(chat_body(endpoint.model, PROMPT, 1))
     key, ca = endpoint.api_key, endpoint.ca_bundle
     answer = call("POST", endpoint.v1, CHAT_PATH, body, REQUEST_TIMEOUT_S, key, ca)
@@ -66,7 +71,9 @@ def serves_one_request(endpoint: Endpoint, deadline: Deadline) -> Down | None:
         return no_answer(
             endpoint, answer, f"one request's {REQUEST_TIMEOUT_S:g} s" if timed else ""
         )
-    return http_failure(endpoint, f"POST {endpoint.v1}{CHAT_PATH}", answer) or textless(answer)
+    return http_failure(endpoint, f"POST {endpoint.v1}{CHAT_PATH}", answer) or (
+        textless(answer) or endpoint
+    )
 
 
 def wait_for_answer(endpoint: Endpoint, deadline: Deadline) -> tuple[Reply, str]:
@@ -142,13 +149,20 @@ def http_failure(endpoint: Endpoint, request: str, reply: Reply) -> Down | None:
     return Down(DOWN, said, "the status and body quoted name the fix", brief)
 
 
-def unlisted(endpoint: Endpoint, url: str, reply: Reply) -> Down | None:
-    """GET /v1/models answered, without the planned served name."""
+def listed_models(reply: Reply) -> list[str]:
+    """The model ids a GET /v1/models answer lists."""
     data = reply.body.get("data") if isinstance(reply.body, dict) else None
-    listed = [str(m.get("id")) for m in data or [] if isinstance(m, dict)]
-    if endpoint.model in listed:
-        return None
-    said = f"does not serve {endpoint.model!r} (model.served_name): {url} lists {listed}"
+    return [str(m.get("id")) for m in data or [] if isinstance(m, dict)]
+
+
+def unlisted(endpoint: Endpoint, url: str, listed: list[str]) -> Down:
+    """GET /v1/models answered without the planned served name, or, with none named, with
+    other than one model to choose."""
+    if not endpoint.model:
+        said = f"serves {len(listed)} models, and none was named: {url} lists {listed}"
+        fix = "name the model to test: --model NAME (or the plan's model.served_name)"
+        return Down(UNKNOWN_MODEL, said, fix, f"serves {len(listed)} models, none named")
+    said = f"does not serve {endpoint.model!r}: {url} lists {listed}"
     brief = f"does not serve {endpoint.model!r}"
     return Down(UNKNOWN_MODEL, said, unknown_model_fix(endpoint.model), brief)
 
@@ -165,7 +179,7 @@ def textless(reply: Reply) -> Down | None:
 def unknown_model_fix(model: str) -> str:
     return (
         f"the endpoint serves no model named {model!r}: launch with `--served-model-name "
-        f"{model}`, or set model.served_name to the name GET /v1/models lists"
+        f"{model}`, or test a name GET /v1/models lists (--model NAME, or model.served_name)"
     )
 
 

@@ -63,11 +63,24 @@ def flag_secrets(flags: Sequence[str]) -> list[str]:
 
 
 def plan_secrets(
-    inventory: Inventory, option: str | None = None, environ: Mapping[str, str] | None = None
+    inventory: Inventory | None,
+    option: str | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
     """Every secret of a run: the secret env values of the engine and of every node (as
     written and as resolved for each node), the engine's API keys, and the key the suite
-    sends (the --api-key option, else INFERGATE_API_KEY or OPENAI_API_KEY)."""
+    sends (the --api-key option, else INFERGATE_API_KEY or OPENAI_API_KEY); only the last
+    with --endpoint alone (no plan)."""
+    found = plan_values(inventory) if inventory else []
+    flags = inventory.engine.flags if inventory else ()
+    sent = resolve_api_key(option, environ or {}, flags, {})
+    found += list(sent.secrets()) if sent else []
+    return tuple(sorted({s for s in found if len(s) >= MIN_LENGTH}, key=len, reverse=True))
+
+
+def plan_values(inventory: Inventory) -> list[str]:
+    """The plan's own secrets: marked env values, as written and as resolved per node, and
+    the engine's API keys."""
     marked = inventory.engine.secret_env
     found = secret_values(inventory.engine.env, marked)
     found += secret_values(docker_env(inventory.engine.docker_args), marked)
@@ -76,9 +89,7 @@ def plan_secrets(
         env = inventory.node_env(node)
         found += secret_values({**node.env, **env}, marked)
         found += [k.value for k in engine_keys(inventory.engine.flags, env)]
-    sent = resolve_api_key(option, environ or {}, inventory.engine.flags, {})
-    found += list(sent.secrets()) if sent else []
-    return tuple(sorted({s for s in found if len(s) >= MIN_LENGTH}, key=len, reverse=True))
+    return found
 
 
 def docker_env(args: Sequence[str]) -> dict[str, str]:

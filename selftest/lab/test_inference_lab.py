@@ -194,6 +194,23 @@ def test_plan_served_name_not_served_is_named(server, pytester, tmp_path):
     assert "(test_endpoint_serves_one_request)" in run.message(MODELS)
 
 
+def test_endpoint_down_is_one_red_and_every_other_test_skips_naming_it(pytester, lab):
+    down = "10.251.0.11:18439"  # node1 answers; nothing listens on this port
+    run = smoke(pytester, f"http://{down}", "--endpoint-wait", "0", inventory=LAB_PLAN)
+    root = "test_conformance.py::test_endpoint_serves_one_request"
+    assert run.red() == {root}, run.output
+    assert run.outcomes[root].status == "failed", run.output  # a finding, not an error
+    message = run.message(root)
+    assert "IG-ENDPOINT-REFUSED" in message
+    assert f"nothing listens at {down}" in message
+    others = set(run.outcomes) - {root}
+    assert len(others) > 20, run.output
+    for test in others:
+        assert run.outcomes[test].status == "skipped", test
+        assert "(test_endpoint_serves_one_request)" in run.message(test), test
+    assert "NOT READY" in run.output, run.output
+
+
 def test_streams_without_usage_are_red(server, pytester, tmp_path):
     with usage_stripped(server) as proxy:
         run = smoke(pytester, proxy, "-k", USAGE_TESTS, inventory=short_plan(tmp_path, [1]))

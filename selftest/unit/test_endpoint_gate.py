@@ -20,18 +20,19 @@ from infergate.inference import endpoint_gate as gate
 from infergate.inference.endpoint import Endpoint
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
-from selftest.suite import SuiteRun, closed_plan, run_suite
+from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, SuiteRun, closed_plan, run_suite
 
 MODEL = "smollm2-135m"  # the lab plan's model.served_name
 ROOT_CHECK = "test_conformance.py::test_endpoint_serves_one_request"
 CHECK = ROOT_CHECK.rpartition("::")[2]
 BODY_500 = "CUDA error: an illegal memory access was encountered (engine core died)"
 HEAD = "node1 (127.0.0.1)"  # closed_plan's head
+NO_PLAN = ("-o", "infergate_inventory=")  # this clone's ini names the lab's plan: none here
 
 
 class Scripted(ThreadingHTTPServer):
     status: int  # what every /v1 call answers, 200 for a healthy server
-    served: str  # the one name /v1/models lists
+    served: str  # the names /v1/models lists, comma-separated
     calls: list[str]
 
 
@@ -56,7 +57,8 @@ class Handler(JsonHandler):
         if status != 200:
             return self.reply(status, {"error": {"message": f"HTTP {status}"}})
         if self.path.endswith("/models"):
-            return self.reply(200, {"object": "list", "data": [{"id": self.server.served}]})
+            listed = [{"id": name} for name in self.server.served.split(",")]
+            return self.reply(200, {"object": "list", "data": listed})
         choice = {"message": {"role": "assistant", "content": "OK"}, "finish_reason": "length"}
         self.reply(200, {"choices": [choice], "usage": {"completion_tokens": 1}})
 
@@ -83,8 +85,10 @@ def url_of(httpd: ThreadingHTTPServer, host: str = "127.0.0.1") -> str:
     return f"http://{host}:{httpd.server_address[1]}"
 
 
-def judged(base: str, seconds: float = 0.5) -> gate.Down | None:
-    return gate.serves_one_request(Endpoint(base, MODEL), Deadline(seconds, gate.WAIT_KEY))
+def judged(base: str, seconds: float = 0.5, model: str = MODEL) -> gate.Down | None:
+    """Why the endpoint at BASE serves no request; None where it serves MODEL."""
+    found = gate.serves_one_request(Endpoint(base, model), Deadline(seconds, gate.WAIT_KEY))
+    return None if isinstance(found, Endpoint) and found.model == MODEL else found
 
 
 # --- the gate on its own, against each kind of server ---------------------------------------
@@ -160,11 +164,28 @@ def test_a_server_without_the_planned_name_is_an_unknown_model() -> None:
     assert down is not None
     assert down.code == "IG-ENDPOINT-UNKNOWN-MODEL"
     assert down.said == (
-        f"does not serve '{MODEL}' (model.served_name): {url_of(httpd)}/v1/models lists "
-        "['other-model']"
+        f"does not serve '{MODEL}': {url_of(httpd)}/v1/models lists ['other-model']"
     )
     assert down.remedy.startswith(f"the endpoint serves no model named '{MODEL}': launch with")
     assert httpd.calls == ["GET /v1/models"]  # no chat request for a model not served
+
+
+def test_with_no_model_named_the_one_it_lists_is_tested() -> None:
+    with serving(scripted()) as httpd:
+        assert judged(url_of(httpd), model="") is None
+    assert httpd.calls == ["GET /v1/models", "POST /v1/chat/completions"]
+
+
+def test_with_no_model_named_two_listed_ask_for_one() -> None:
+    with serving(scripted(served=f"{MODEL},other-model")) as httpd:
+        down = judged(url_of(httpd), model="")
+    assert down is not None
+    assert down.code == "IG-ENDPOINT-UNKNOWN-MODEL"
+    assert down.said == (
+        f"serves 2 models, and none was named: {url_of(httpd)}/v1/models lists "
+        f"['{MODEL}', 'other-model']"
+    )
+    assert down.remedy.startswith("name the model to test: --model NAME")
 
 
 def test_a_healthy_server_passes_with_one_request() -> None:
@@ -278,3 +299,38 @@ def test_a_healthy_endpoint_passes_the_root(pytester: pytest.Pytester) -> None:
     assert run.outcomes[ROOT_CHECK].status == "passed", run.output
     listed = "test_conformance.py::test_models_lists_the_planned_served_name"
     assert run.outcomes[listed].status == "passed", run.output
+
+
+def test_an_endpoint_alone_needs_no_plan_and_tests_the_model_it_lists(
+    pytester: pytest.Pytester,
+) -> None:
+    """`infergate smoke --endpoint URL` with no plan: the one model listed is tested; what
+    needs the plan's nodes is not run, and says so."""
+    some = "serves_one_request or models_lists or baseline"
+    with serving(scripted()) as httpd:
+        run = run_suite(
+            pytester, *NO_PLAN, "-m", "inference", "--endpoint", url_of(httpd), "-k", some
+        )
+    assert "inventory: none: --endpoint alone runs the inference tests" in run.output
+    assert run.outcomes[ROOT_CHECK].status == "passed", run.output
+    listed = "test_conformance.py::test_models_lists_the_planned_served_name"
+    assert run.outcomes[listed].status == "passed", run.output
+    baseline = "test_performance.py::test_performance_holds_against_the_baseline"
+    assert run.outcomes[baseline].status == "skipped", run.output
+    assert run.message(baseline).startswith("needs a plan (--inventory=PATH)"), run.output
+
+
+def test_an_endpoint_alone_refuses_the_phases_that_check_nodes(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        *PROJECT_CONFIG,
+        *NO_PLAN,
+        "-m",
+        "preflight",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        *PHASE_DIRS,
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert "no plan, and the run selects preflight tests: they check the plan's nodes" in (
+        result.stderr.str()
+    )

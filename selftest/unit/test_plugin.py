@@ -263,3 +263,28 @@ def test_n_auto_keeps_xdist_s_own_variable(
     out = ran_on(pytester, closed_plan(pytester.path))
     assert "created: 2/2 workers" in out
     assert "] PASSED test_where.py::test_where" in out
+
+
+def test_another_projects_run_is_left_as_it_is(pytester: pytest.Pytester) -> None:
+    """infergate installed beside a project that is not a cluster's: its plain pytest run,
+    -n included, knows nothing of a plan, and its own fixture named `inventory` wins."""
+    pytester.makepyfile(
+        conftest="import pytest\n\n@pytest.fixture\ndef inventory():\n    return 'theirs'\n",
+        test_theirs="def test_plain(inventory):\n    assert inventory == 'theirs'\n",
+    )
+    run = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert run.ret == pytest.ExitCode.OK, said(run)
+    assert "inventory:" not in said(run)  # no plan header
+    assert not list(pytester.path.glob("reports")), "the plugin wrote a report folder"
+    parallel = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    assert parallel.ret == pytest.ExitCode.OK, said(parallel)
+
+
+def test_a_run_of_the_suite_without_a_plan_is_still_refused(pytester: pytest.Pytester) -> None:
+    """Named by path (the installed suite's folder) rather than by package."""
+    from infergate.suites import suite_folders
+
+    ini = pytester.makeini("[pytest]\n")  # not this clone's, which names the lab's plan
+    run = pytester.runpytest_subprocess("-c", str(ini), str(suite_folders()[0]), "--collect-only")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, said(run)
+    assert "no plan: give the deployment plan" in said(run)
