@@ -67,10 +67,8 @@ def plan_secrets(
     option: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
-    """Every secret of a run: the secret env values of the engine and of every node (as
-    written and as resolved for each node), the engine's API keys, and the key the suite
-    sends (the --api-key option, else INFERGATE_API_KEY or OPENAI_API_KEY); only the last
-    with --endpoint alone (no plan)."""
+    """Every secret of a run: the plan's (none with --endpoint alone), and the key the
+    suite sends (the --api-key option, else INFERGATE_API_KEY or OPENAI_API_KEY)."""
     found = plan_values(inventory) if inventory else []
     flags = inventory.engine.flags if inventory else ()
     sent = resolve_api_key(option, environ or {}, flags, {})
