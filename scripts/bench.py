@@ -64,7 +64,7 @@ def no_slower(rounds: list[float]) -> Goal:
     """No slower than one process beyond the noise of this run: the one-process ROUNDS'
     own spread, (max - min) / median. Below 141 nodes on 2 cores `-n auto` is one process
     (fixtures/plugin.py auto_workers), so its ratio to one process is the machine's noise; a
-    `-n auto` that started workers again would cost 1.5x to 2.2x here (README, How fast)."""
+    `-n auto` that started workers again would cost 1.5x to 2.2x here (docs/performance.md)."""
     bound = 1.0 + (max(rounds) - min(rounds)) / statistics.median(rounds)
     return at_most(bound, f"<= 1.0x + one process's spread ({bound:.2f}x)")
 

@@ -130,7 +130,7 @@ def test_a_holder_on_gpu_1_turns_the_healthy_host_red_naming_it():
     assert problem.found in red
 
 
-INSTALLED = DATA / "preflight-installed"  # the wheel installed there, 2026-12-01 (README)
+INSTALLED = DATA / "preflight-installed"  # the wheel installed there, 2026-12-01: docs/preflight.md
 
 
 def test_the_installed_suite_runs_the_health_checks_for_real_green_then_red_on_the_holder():
