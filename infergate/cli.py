@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -44,6 +45,12 @@ ALLOW_HELP = (
 USER_CONFIG_HELP = (
     "your own ssh_config, read after the plan's Host blocks (default: $INFERGATE_SSH_CONFIG, "
     "else ~/.ssh/config; none: not read)"
+)
+ANSIBLE_INVENTORY = "ansible-inventory"
+READER_HELP = (
+    "ansible-inventory: Ansible reads it, with its inventory plugins and scripts (the default, "
+    "where it is installed: pip install ansible-core); files: infergate reads the INI or YAML "
+    "files and group_vars/, host_vars/ beside them"
 )
 LEVELS = ("quick", "standard", "full")  # infergate.catalogue.TIERS
 LEVEL_HELP = (
@@ -193,20 +200,37 @@ def print_schema() -> int:
     return 0
 
 
-def from_ansible(inventory: Path, group: str | None, out: Path | None) -> int:
-    """The plan skeleton, or the file and key of the inventory that is wrong."""
+def from_ansible(inventory: Path, group: str | None, out: Path | None, reader: str | None) -> int:
+    """The plan skeleton, and each note on stderr; or the file and key of the inventory that
+    is wrong."""
     from infergate.plan.ansible import AnsibleError, plan_from_ansible
 
+    program = None if reader == "files" else ansible_inventory_program()
+    if program is None and reader == "ansible-inventory":
+        where = f"on PATH nor beside {shown(sys.executable)}"
+        print(
+            f"{ANSIBLE_INVENTORY} is not installed, {where}: pip install ansible-core",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     try:
-        plan = plan_from_ansible(inventory, group)
+        skeleton = plan_from_ansible(inventory, group, program)
     except AnsibleError as e:
         print(e.in_file(e.file), file=sys.stderr)
         return USAGE_ERROR
+    for note in skeleton.notes:
+        print(f"{shown(inventory)}: {note}", file=sys.stderr)
     if out is None:
-        print(plan, end="")
+        print(skeleton.text, end="")
     else:
-        out.write_text(plan)
+        out.write_text(skeleton.text)
     return 0
+
+
+def ansible_inventory_program() -> str | None:
+    """ansible-inventory on PATH, else beside this Python (ansible-core in infergate's venv)."""
+    beside = str(Path(sys.executable).parent)
+    return shutil.which(ANSIBLE_INVENTORY) or shutil.which(ANSIBLE_INVENTORY, path=beside)
 
 
 def down(path: Path, run: str | None, user_config: str | None) -> int:
@@ -285,6 +309,7 @@ def make_parser() -> Parser:
     ansible.add_argument("ansible_inventory", metavar="INVENTORY", type=Path)
     ansible.add_argument("--group", help="only the hosts of this group (default: every host)")
     ansible.add_argument("-o", "--output", metavar="OUT", type=Path, help="default: stdout")
+    ansible.add_argument("--reader", choices=(ANSIBLE_INVENTORY, "files"), help=READER_HELP)
     return parser
 
 
@@ -306,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         return check_plan(plan_given(args, parser), args.ssh_user_config, allow, source)
     if args.plan_command == "schema":
         return print_schema()
-    return from_ansible(args.ansible_inventory, args.group, args.output)
+    return from_ansible(args.ansible_inventory, args.group, args.output, args.reader)
 
 
 if __name__ == "__main__":

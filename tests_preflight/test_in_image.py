@@ -63,7 +63,7 @@ def test_nccl_transport_and_bandwidth(image_facts_every_node, inventory):
     (NET/IB where the plan has HCAs: NET/Socket then means RDMA was not used) at no less
     than the plan's bus bandwidth floor."""
     expected = expected_transport(inventory)
-    floor = inventory.thresholds.nccl_busbw_min_gbps
+    floor = inventory.thresholds.nccl_busbw_min_gbytes_per_sec
     facts = image_facts_every_node
     problems = {n: _nccl_problems(f.part("rendezvous"), expected, floor) for n, f in facts.items()}
     fail_on_nodes(inventory.nodes, problems)

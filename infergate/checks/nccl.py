@@ -59,7 +59,7 @@ _ALLREDUCE = re.compile(
 _ENV = re.compile(r"NCCL INFO (\w+) set by environment to (\S+?)\.?$")
 # a signature's key under it names a variable NCCL reports setting
 _ENV_KEY = "engine.env."
-FLOOR_KEY = plan_key("thresholds.nccl_busbw_min_gbps")
+FLOOR_KEY = plan_key("thresholds.nccl_busbw_min_gbytes_per_sec")
 _JOINED = "every rank joins and the all-reduce completes, exit 0"
 
 
@@ -180,11 +180,11 @@ _TRANSPORT_REMEDY = {
 }
 
 
-def check_nccl_bandwidth(allreduce: AllReduce | None, floor_gbps: float) -> list[Problem]:
+def check_nccl_bandwidth(allreduce: AllReduce | None, floor_gbytes_per_sec: float) -> list[Problem]:
     """The all-reduce bus bandwidth reaches the planned floor (nccl-tests' busbw; a 200G
     RoCE port gives ~24 GB/s, https://github.com/NVIDIA/nccl-tests/issues/119; ~3 GB/s is the
     misconfigured signature, https://github.com/NVIDIA/dgx-spark-playbooks/issues/102)."""
-    if allreduce is not None and allreduce.busbw_gbps >= floor_gbps:
+    if allreduce is not None and allreduce.busbw_gbps >= floor_gbytes_per_sec:
         return []
     if allreduce is None:
         found = "no bandwidth line: the all-reduce did not complete"
@@ -197,7 +197,7 @@ def check_nccl_bandwidth(allreduce: AllReduce | None, floor_gbps: float) -> list
     return [
         Problem(
             found=found,
-            planned=f"at least {floor_gbps:g} GB/s ({FLOOR_KEY})",
+            planned=f"at least {floor_gbytes_per_sec:g} GB/s ({FLOOR_KEY})",
             remedy="check the transport first (NET/IB expected across nodes; NET/Socket means "
             "RDMA is off), then NCCL_IB_HCA lists every HCA of the port, equal MTU on both "
             "ends, and `ib_write_bw` per HCA pair",

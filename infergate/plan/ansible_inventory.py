@@ -1,14 +1,16 @@
 """An Ansible inventory read as Ansible reads it (docs/internals.md#ansible-import): its hosts
 and each host's vars, with `group_vars/` and `host_vars/` beside it. Every file goes through
 the plan loader's guards, within the limits below, and every problem is an AnsibleError that
-names the file, the line and the key.
+names the file, the line and the key. A `!vault` value is read as VAULTED, never decrypted.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,18 +20,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from infergate.plan import values as v
-from infergate.plan import words as w
+from infergate.plan.ansible_ssh import VAULTED, mapping_of, read_vars
 from infergate.plan.loader import line_of, load_yaml, read_text
 from infergate.plan.values import InventoryError
 
-TODO = "TODO"
 MAX_HOSTS = 4096  # a skeleton of this many nodes is within the plan loader's MAX_VALUES
 MAX_GROUPS = 1024
 MAX_NESTING = 16  # groups below groups below `all`
 _RANGE = re.compile(r"\[([0-9]+):([0-9]+)\]")
-_PROXY_JUMP = re.compile(r"(?i)proxyjump\s*[= ]\s*(\S+)")
 _YAML_SUFFIXES = (".yml", ".yaml", ".json")
 T = TypeVar("T")
+_VAULT_TAG = {"!vault": VAULTED}  # Ansible Vault's: the value is never decrypted
 
 
 class AnsibleError(InventoryError):
@@ -41,7 +42,7 @@ class AnsibleError(InventoryError):
 
 
 @contextmanager
-def _in(file: Path) -> Iterator[None]:
+def in_file(file: Path) -> Iterator[None]:
     """Each error inside as an AnsibleError of FILE (an inner file's stays its own)."""
     try:
         yield
@@ -62,14 +63,14 @@ class _Group:
 
 
 @dataclass
-class _Ansible:
+class Ansible:
     groups: dict[str, _Group] = field(default_factory=lambda: {"all": _Group()})
     host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
     member_of: dict[str, dict[str, None]] = field(default_factory=dict)
 
     def group(self, name: object, where: str) -> str:
         """The group NAME (made if new), once it is a name that cannot leave group_vars/."""
-        found = _name(name, where)
+        found = name_of(name, where)
         if found not in self.groups:
             if len(self.groups) >= MAX_GROUPS:
                 raise InventoryError(where, f"over {MAX_GROUPS} groups")
@@ -91,27 +92,51 @@ class _Ansible:
         self.host_vars[host].update(host_vars)
 
 
-def _name(name: object, where: str) -> str:
+def name_of(name: object, where: str) -> str:
     """A group or host name: a node name, so never '/', '..' or over 64 characters."""
     return v.NODE_NAME(str(name), where)
 
 
-def ansible_hosts(path: Path, group: str | None) -> list[tuple[str, dict[str, Any]]]:
-    """Each host of the inventory at PATH (of GROUP only, when given), in its order, with its
-    vars; raise AnsibleError when PATH is not an inventory or names no host."""
+@dataclass(frozen=True)
+class Hosts:
+    """Every host of an inventory with its vars, in the order read; `chosen`: those of the
+    group asked for (every host, without one), in the inventory's order."""
+
+    vars: dict[str, dict[str, Any]]
+    chosen: tuple[str, ...]
+
+
+def ansible_hosts(path: Path, group: str | None) -> Hosts:
+    """The hosts of the inventory at PATH, read from its files, and those of GROUP; raise
+    AnsibleError when PATH is not an inventory or GROUP names no host."""
     ansible = _read(path)
-    with _in(path):
+    depths, chosen = chosen_hosts(ansible, path, group)
+    _vars_beside(ansible, path.parent)
+    return hosts_of(ansible, depths, chosen)
+
+
+def chosen_hosts(
+    ansible: Ansible, path: Path, group: str | None
+) -> tuple[dict[str, int], list[str]]:
+    """Each group's depth, and the hosts of GROUP (every host, without one); raise
+    AnsibleError for groups that loop, an unknown group, or one without hosts."""
+    with in_file(path):
         depths = _depths(ansible)
         hosts = _hosts(ansible, group or "all")
         if not hosts:
             raise InventoryError(group or "all", f"no hosts in the Ansible inventory {path}")
-    _vars_beside(ansible, path.parent)
+    return depths, hosts
+
+
+def hosts_of(ansible: Ansible, depths: dict[str, int], chosen: list[str]) -> Hosts:
+    """Every host of ANSIBLE with its vars merged by precedence, and those CHOSEN."""
     parents = _parents(ansible)
-    return [(host, _host_vars(ansible, host, depths, parents)) for host in hosts]
+    every = {host: _host_vars(ansible, host, depths, parents) for host in ansible.host_vars}
+    return Hosts(every, tuple(chosen))
 
 
-def _read(path: Path) -> _Ansible:
-    with _in(path):
+def _read(path: Path) -> Ansible:
+    with in_file(path):
         text = read_text(path)
         if path.suffix in _YAML_SUFFIXES:
             return _yaml_file(text, _from_yaml)
@@ -120,14 +145,14 @@ def _read(path: Path) -> _Ansible:
 
 def _yaml_file(text: str, read: Callable[[object], T]) -> T:
     """READ of the YAML document in TEXT, loaded as a plan is; an error names its line."""
-    data, lines = load_yaml(text)
+    data, lines = load_yaml(text, _VAULT_TAG)
     try:
         return read(data)
     except InventoryError as e:
         raise InventoryError(e.path, e.message, e.line or line_of(e.path, lines)) from None
 
 
-def _depths(ansible: _Ansible) -> dict[str, int]:
+def _depths(ansible: Ansible) -> dict[str, int]:
     """Each group's depth below `all` (its longest way down, which orders precedence); raise
     InventoryError for groups among their own children, or nested past MAX_NESTING."""
     order: list[str] = []
@@ -158,10 +183,10 @@ def _depths(ansible: _Ansible) -> dict[str, int]:
     return depths
 
 
-def _from_yaml(data: object) -> _Ansible:
+def _from_yaml(data: object) -> Ansible:
     if not isinstance(data, dict) or not data:
         raise InventoryError("", "not an Ansible inventory: no groups at the top")
-    ansible = _Ansible()
+    ansible = Ansible()
     for name, body in data.items():
         where = str(name)
         group = ansible.group(name, where)
@@ -171,81 +196,27 @@ def _from_yaml(data: object) -> _Ansible:
     return ansible
 
 
-def _yaml_group(ansible: _Ansible, name: str, body: object, path: str) -> None:
+def _yaml_group(ansible: Ansible, name: str, body: object, path: str) -> None:
     """One group of a YAML inventory: `hosts`, `vars` and `children`, each optional."""
     body = {} if body is None else body
     if not isinstance(body, dict) or set(body) - {"hosts", "vars", "children"}:
         raise InventoryError(path, "not an Ansible group: expected hosts, vars or children")
-    ansible.groups[name].vars.update(_vars(body.get("vars"), v.join(path, "vars")))
+    ansible.groups[name].vars.update(read_vars(body.get("vars"), v.join(path, "vars")))
     hosts = v.join(path, "hosts")
-    for pattern, host_vars in _mapping(body.get("hosts"), hosts).items():
+    for pattern, host_vars in mapping_of(body.get("hosts"), hosts).items():
         where = v.join(hosts, pattern)
-        found = _vars(host_vars, where)
+        found = read_vars(host_vars, where)
         for host in _expand(pattern, where):
             ansible.add_host(name, host, where, found)
     children = v.join(path, "children")
-    for child, child_body in _mapping(body.get("children"), children).items():
+    for child, child_body in mapping_of(body.get("children"), children).items():
         where = v.join(children, child)
         _yaml_group(ansible, ansible.add_child(name, child, where), child_body, where)
 
 
-def _mapping(value: object, where: str) -> dict[str, Any]:
-    """A mapping; the error names what it got, never the value (a vars file holds secrets)."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InventoryError(where, f"expected a mapping, got a {type(value).__name__}")
-    return {str(k): item for k, item in value.items()}
-
-
-def _port(value: object, where: str) -> int:
-    """ansible_port, an integer or its digits quoted (Ansible takes either)."""
-    return v.PORT(
-        int(value) if isinstance(value, str) and v.WHOLE_NUMBER.fullmatch(value) else value, where
-    )
-
-
-def _common_args(value: object, where: str) -> str:
-    """ansible_ssh_common_args, once the jump host it names, if any, is one a plan takes."""
-    found = v.text(value, where)
-    hop = proxy_jump(found)
-    if hop not in (None, TODO):
-        w.jump(hop, where)
-    return found
-
-
-# the vars the skeleton takes, each read by the plan's reader of the key it fills
-_READERS: dict[str, v.Reader[object]] = {
-    "ansible_host": v.host,
-    "ansible_ssh_host": v.host,
-    "ansible_user": w.user_name,
-    "ansible_ssh_user": w.user_name,
-    "ansible_port": _port,
-    "ansible_ssh_port": _port,
-    "ansible_ssh_private_key_file": w.ssh_path,
-    "ansible_private_key_file": w.ssh_path,
-    "ansible_ssh_common_args": _common_args,
-    "ansible_connection": v.text,
-}
-
-
-def _vars(value: object, where: str) -> dict[str, Any]:
-    """A mapping of vars, each that the skeleton takes read now, where its file and key are
-    known (a value that Ansible would template is left for a TODO)."""
-    found = _mapping(value, where)
-    for name in found.keys() & _READERS.keys():
-        if not _templated(found[name]):
-            found[name] = _READERS[name](found[name], v.join(where, name))
-    return found
-
-
-def _templated(value: object) -> bool:
-    return isinstance(value, str) and "{{" in value
-
-
-def _from_ini(text: str) -> _Ansible:
+def _from_ini(text: str) -> Ansible:
     """Ansible's INI form: hosts before any section are ungrouped (and so in `all`)."""
-    ansible, section = _Ansible(), "ungrouped"
+    ansible, section = Ansible(), "ungrouped"
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line[0] in "#;":
@@ -274,7 +245,7 @@ def _ini_section(line: str) -> str:
     return name
 
 
-def _ini_line(ansible: _Ansible, section: str, line: str) -> None:
+def _ini_line(ansible: Ansible, section: str, line: str) -> None:
     """One line of SECTION; an error names the line, never quotes it (it may hold a secret)."""
     group, _, kind = section.partition(":")
     where = f"[{section}]"
@@ -283,8 +254,8 @@ def _ini_line(ansible: _Ansible, section: str, line: str) -> None:
         key, equals, value = line.partition("=")
         if not equals:
             raise InventoryError(where, "this line is not key=value")
-        found = {key.strip(): _ini_value(value.strip().strip("'\""))}
-        ansible.groups[group].vars.update(_vars(found, where))
+        found = {key.strip(): _ini_value(value.strip())}
+        ansible.groups[group].vars.update(read_vars(found, where))
         return
     try:
         words = shlex.split(line, comments=True)
@@ -299,14 +270,20 @@ def _ini_line(ansible: _Ansible, section: str, line: str) -> None:
     if any(not equals for _, equals, _ in pairs):
         raise InventoryError(where, "host vars on this line are not all key=value")
     here = v.join(where, words[0])
-    found = _vars({k: _ini_value(value) for k, _, value in pairs}, here)
+    found = read_vars({k: _ini_value(value) for k, _, value in pairs}, here)
     for host in _expand(words[0], here):
         ansible.add_host(group, host, here, found)
 
 
 def _ini_value(value: str) -> object:
-    """An INI value as Ansible reads a number: ansible_port=2222 is the integer 2222."""
-    return int(value) if v.WHOLE_NUMBER.fullmatch(value) else value
+    """An INI value as Ansible reads it: a Python literal where it is one (2222 the integer,
+    '-o ProxyCommand="ssh ..."' the text inside its quotes), else the text as written."""
+    try:
+        with warnings.catch_warnings():  # an escape like '\d': Python warns, Ansible is silent
+            warnings.simplefilter("ignore")
+            return ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return value
 
 
 def _expand(pattern: str, where: str) -> list[str]:
@@ -332,10 +309,10 @@ def _expand(pattern: str, where: str) -> list[str]:
         "".join(t + n for t, n in zip(texts, [*picked, ""], strict=True))
         for picked in product(*numbers)
     ]
-    return [_name(host, where) for host in hosts]
+    return [name_of(host, where) for host in hosts]
 
 
-def _hosts(ansible: _Ansible, group: str) -> list[str]:
+def _hosts(ansible: Ansible, group: str) -> list[str]:
     """The hosts of GROUP and of its children, in the inventory's order, each once."""
     if group not in ansible.groups:
         known = sorted(ansible.groups)
@@ -358,7 +335,7 @@ def _hosts(ansible: _Ansible, group: str) -> list[str]:
     return list(found)
 
 
-def _vars_beside(ansible: _Ansible, folder: Path) -> None:
+def _vars_beside(ansible: Ansible, folder: Path) -> None:
     """group_vars/NAME[.yml] and host_vars/NAME[.yml] (or a folder of files), over inline vars."""
     for name, group in ansible.groups.items():
         group.vars.update(_vars_files(folder, "group_vars", name))
@@ -370,7 +347,7 @@ def _vars_files(folder: Path, kind: str, name: str) -> dict[str, Any]:
     """KIND/NAME, KIND/NAME.yml (.yaml, .json), and such files in a folder KIND/NAME."""
     base = folder / kind / name
     found: dict[str, Any] = {}
-    with _in(base):
+    with in_file(base):
         folder_of_files = base.is_dir()
         plain = [] if folder_of_files else [base]
         suffixed = [base.with_name(name + suffix) for suffix in _YAML_SUFFIXES]
@@ -378,7 +355,7 @@ def _vars_files(folder: Path, kind: str, name: str) -> dict[str, Any]:
         inside = [f for f in inside if f.name[0] != "." and f.suffix in ("", *_YAML_SUFFIXES)]
         files = plain + suffixed + inside
         for file in [f for f in files if os.path.lexists(f)]:
-            with _in(file):
+            with in_file(file):
                 found.update(_vars_file(file, folder))
     return found
 
@@ -388,10 +365,10 @@ def _vars_file(file: Path, folder: Path) -> dict[str, Any]:
     real, root = file.resolve(), folder.resolve()
     if not real.is_relative_to(root):
         raise InventoryError("", f"leads out of the inventory's folder {root}: copy it in")
-    return _yaml_file(read_text(file), lambda data: _vars(data, v.ROOT))
+    return _yaml_file(read_text(file), lambda data: read_vars(data, v.ROOT))
 
 
-def _parents(ansible: _Ansible) -> dict[str, list[str]]:
+def _parents(ansible: Ansible) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for name, group in ansible.groups.items():
         for child in group.children:
@@ -400,7 +377,7 @@ def _parents(ansible: _Ansible) -> dict[str, list[str]]:
 
 
 def _host_vars(
-    ansible: _Ansible, host: str, depths: dict[str, int], parents: dict[str, list[str]]
+    ansible: Ansible, host: str, depths: dict[str, int], parents: dict[str, list[str]]
 ) -> dict[str, Any]:
     """HOST's vars: `all`'s, each group's by depth (children over parents), then its own."""
     holding: set[str] = set()
@@ -414,20 +391,3 @@ def _host_vars(
     for _, name in sorted((depths[g], g) for g in holding):
         merged.update(ansible.groups[name].vars)
     return merged | ansible.host_vars[host]
-
-
-def proxy_jump(args: str) -> str | None:
-    """The jump host of `-J HOST`, `-o ProxyJump=HOST` or `-o 'ProxyJump HOST'`, if any; a
-    chain of hops (a,b) the plan cannot say, so it is left TODO."""
-    try:
-        words = shlex.split(args)
-    except ValueError:
-        return TODO
-    pairs = list(zip(words, [*words[1:], ""], strict=False))
-    options = [after if word == "-o" else word[2:] for word, after in pairs if word[:2] == "-o"]
-    hops = [after for word, after in pairs if word == "-J"] + [
-        found[1] for o in options if (found := _PROXY_JUMP.fullmatch(o.strip()))
-    ]
-    if not hops:
-        return None
-    return TODO if "," in hops[0] else hops[0]

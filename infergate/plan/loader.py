@@ -10,6 +10,7 @@ import codecs
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -88,11 +89,12 @@ def _decode(raw: bytes) -> str:
         ) from None
 
 
-def load_yaml(text: str) -> tuple[object, Lines]:
+def load_yaml(text: str, tags: Mapping[str, object] | None = None) -> tuple[object, Lines]:
     """The YAML document in TEXT, and the line of each key path, once the node graph passed
-    every check; raise InventoryError naming the key and its line."""
+    every check; raise InventoryError naming the key and its line. TAGS: local tags (Ansible's
+    `!vault`), each read as the value given here."""
     try:
-        return _checked(text)
+        return _checked(text, tags or {})
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None
@@ -108,8 +110,11 @@ def load_yaml(text: str) -> tuple[object, Lines]:
         raise InventoryError("", f"nested deeper than {MAX_DEPTH} levels") from None
 
 
-def _checked(text: str) -> tuple[object, Lines]:
-    loader = _Loader(text)
+def _checked(text: str, tags: Mapping[str, object]) -> tuple[object, Lines]:
+    loader_class: Any = type("TaggedLoader", (_Loader,), {}) if tags else _Loader
+    for tag, value in tags.items():
+        loader_class.add_constructor(tag, lambda _loader, _node, value=value: value)
+    loader = loader_class(text)
     try:
         root = loader.get_single_node()
         if root is None:

@@ -181,7 +181,9 @@ class Thresholds:
     tp_balance_min_ratio: float = 0.9
     # the engine's own free figure this far below MemAvailable: page cache, drop caches
     page_cache_gap_gib: float = 10.0
-    nccl_busbw_min_gbps: float | None = None  # GB/s; a Spark pair with both HCAs: ~18
+    # GB/s, gigabytes a second as nccl-tests' busbw (fabric.min_gbps is in gigabits); a
+    # Spark pair with both HCAs: ~18
+    nccl_busbw_min_gbytes_per_sec: float | None = None
     # the engine container's open files, at least (and 4 per request the load holds open):
     # vLLM and SGLang raise their soft limit to 65535 themselves, within the hard one
     min_open_files: float = 65536
@@ -560,7 +562,7 @@ _THRESHOLD_BOUNDS: dict[str, v.Reader[float]] = {
     "connect_timeout_s": v.number_in(1, 300, " s"),
     "tp_balance_min_ratio": _RATIO,
     "page_cache_gap_gib": _GIB_OR_ZERO,
-    "nccl_busbw_min_gbps": v.number_in(0, 10_000, " GB/s", above=True),
+    "nccl_busbw_min_gbytes_per_sec": v.number_in(0, 10_000, " GB/s", above=True),
     "min_open_files": v.number_in(1024, 2**27, " files"),
     "rendezvous_timeout_s": _COMMAND_S,
     "dist_init_timeout_s": _MILESTONE_S,
@@ -572,9 +574,17 @@ _THRESHOLD_BOUNDS: dict[str, v.Reader[float]] = {
 }
 
 
+# a key of an older plan, refused with what its new name is and why it changed
+_THRESHOLDS_RENAMED = {
+    "nccl_busbw_min_gbps": "renamed thresholds.nccl_busbw_min_gbytes_per_sec (the same number): "
+    "it is in GB/s, gigabytes a second as nccl-tests' busbw, where fabric.min_gbps is in "
+    "Gb/s, gigabits"
+}
+
+
 def _thresholds(data: object, path: str) -> Thresholds:
     """Each threshold within its bounds; an absent (or null) one keeps its default."""
-    s = v.Section(data, path, keys(Thresholds))
+    s = v.Section(data, path, keys(Thresholds), _THRESHOLDS_RENAMED)
     found = {key: s.maybe(key, _THRESHOLD_BOUNDS[key]) for key in s.known}
     return s.built(Thresholds(**{k: value for k, value in found.items() if value is not None}))
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, ip_address
+from types import MappingProxyType
 from typing import TypeVar, cast
 from weakref import WeakKeyDictionary
 
@@ -169,7 +170,14 @@ class Section:
     problems of every key (an unknown one among them) until `built` raises them all. A key
     whose reader failed reads as its default (None where it has none): `built` refuses it."""
 
-    def __init__(self, data: object, path: str, known: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        data: object,
+        path: str,
+        known: tuple[str, ...],
+        renamed: Mapping[str, str] = MappingProxyType({}),
+    ) -> None:
+        """RENAMED: the message for each key a plan held before it was renamed."""
         self.path = path
         self.known = known
         self.data = mapping(data, path)
@@ -177,7 +185,8 @@ class Section:
         self.suggested: set[str] = set()
         for key in self.data:  # unknown keys first: a typo must not read as "missing"
             if key not in known:
-                self.record(InventoryError(join(path, key), self._unknown(key)))
+                said = renamed[key] if key in renamed else self._unknown(key)
+                self.record(InventoryError(join(path, key), said))
 
     def _unknown(self, key: str) -> str:
         said = f"unknown key; known keys: {', '.join(sorted(self.known))}"

@@ -114,6 +114,6 @@ def test_bandwidth_floor():
     assert check_nccl_bandwidth(run("allreduce-default.txt").allreduce, 18.0) == []
     (problem,) = check_nccl_bandwidth(run("allreduce-socket.txt").allreduce, 18.0)
     assert problem.found == "all-reduce busbw 3.4 GB/s (256 MiB in 78.07 ms, 2 ranks)"
-    assert problem.planned == "at least 18 GB/s (thresholds.nccl_busbw_min_gbps)"
+    assert problem.planned == "at least 18 GB/s (thresholds.nccl_busbw_min_gbytes_per_sec)"
     (missing,) = check_nccl_bandwidth(run("nccl-wrong-ifname.txt").allreduce, 18.0)
     assert missing.found == "no bandwidth line: the all-reduce did not complete"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infergate.plan.loader import load_plan
 from infergate.plan.model import InventoryError, parse_inventory
 from selftest.unit.test_inventory import lab_with
 
@@ -36,6 +37,24 @@ def test_a_misspelt_key_gets_a_suggestion_and_no_missing_key() -> None:
     assert said[0].startswith("nodes[0].ssh.prot: unknown key;")
     assert said[0].endswith("did you mean port?")
     assert said[1].endswith("did you mean dist_init_port?")
+
+
+def test_the_old_nccl_floor_key_is_refused_naming_its_new_name_and_unit(tmp_path: Path) -> None:
+    """nccl_busbw_min_gbps read as gigabits beside fabric.min_gbps, but was gigabytes."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(lab_with(("thresholds.nccl_busbw_min_gbps", 18))))
+    with pytest.raises(InventoryError) as caught:
+        load_plan(path)
+    (error,) = caught.value.errors
+    line = path.read_text().splitlines().index("  nccl_busbw_min_gbps: 18") + 1
+    assert (error.path, error.line) == ("thresholds.nccl_busbw_min_gbps", line)
+    assert error.message.startswith(
+        "renamed thresholds.nccl_busbw_min_gbytes_per_sec (the same number)"
+    )
+    assert "GB/s, gigabytes" in error.message
+    assert "fabric.min_gbps is in Gb/s, gigabits" in error.message
+    new = parse_inventory(lab_with(("thresholds.nccl_busbw_min_gbytes_per_sec", 18)))
+    assert new.thresholds.nccl_busbw_min_gbytes_per_sec == 18
 
 
 def test_plan_check_lists_every_problem_and_exits_4(tmp_path: Path) -> None:
