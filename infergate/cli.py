@@ -1,6 +1,7 @@
 """`infergate`: the gate's command. The phases run pytest on the installed suites (the
-process becomes pytest, so its exit status and signals are pytest's own); `down` and `plan`
-work on a plan without pytest.
+process becomes pytest, so its exit status and signals are pytest's own), each listing the
+suite's options (infergate.options) in its help; `down` and `plan` work on a plan without
+pytest.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from infergate.engines.container import (
     privileged_grants,
     refused_grants,
 )
+from infergate.options import ALLOW, FORBID, PLAN, USER_CONFIG, Option, add_suite_options
 from infergate.plan.loader import PLAN_ENV as ENV
 from infergate.plan.loader import given_plan, load_plan
 from infergate.plan.model import Inventory, InventoryError
@@ -36,21 +38,6 @@ PHASES = {
     "deploy": (("infergate.tests_deploy", "infergate.tests_inference"), "deploy or inference"),
     "smoke": (("infergate.tests_inference",), "inference"),
 }
-FORBID_HELP = "refuse a plan that grants its containers privileges (but --allow-privileged's)"
-ALLOW_HELP = (
-    "refuse every privilege the plan grants its containers but these, comma-separated "
-    "(privileged, cap:NAME, device:PATH, mount:PATH, security-opt:..., user:root)"
-)
-USER_CONFIG_HELP = (
-    "your own ssh_config, read after the plan's Host blocks (default: $INFERGATE_SSH_CONFIG, "
-    "else ~/.ssh/config; none: not read)"
-)
-LEVELS = ("quick", "standard", "full")  # infergate.catalogue.TIERS
-LEVEL_HELP = (
-    "quick: reachability, host facts, ports, image IDs, model file lists and sizes (no probe "
-    "container, no hash); standard: every check (default, else the ini key infergate_level); "
-    "full: and the full model hash"
-)
 PHASE_HELP = {
     "preflight": "read-only checks of every node before launch",
     "deploy": "launch the plan's engine, gate it, and run the inference tests against it",
@@ -108,25 +95,21 @@ def privilege_refusal(
     )
 
 
-def pytest_argv(
-    phase: str, inventory: str | None, rest: list[str], level: str | None = None
-) -> list[str]:
+def pytest_argv(phase: str, suite: list[str], rest: list[str]) -> list[str]:
     """The pytest command line of PHASE: its installed suites by package, its marker, the
-    plan and the level when given here (else pytest reads $INFERGATE_INVENTORY, its ini)."""
+    suite's options given (infergate.options.PassOn's words), then the rest as they came."""
     suites, marker = PHASES[phase]
-    plan = [] if inventory is None else [f"--inventory={inventory}"]  # "": pytest refuses it
-    plan += [] if level is None else [f"--level={level}"]
-    return [sys.executable, "-m", "pytest", "--pyargs", *suites, "-m", marker, *plan, *rest]
+    return [sys.executable, "-m", "pytest", "--pyargs", *suites, "-m", marker, *suite, *rest]
 
 
 def plan_given(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path:
-    """--inventory, else $INFERGATE_INVENTORY; a usage error without either, or with one empty."""
+    """--plan, else $INFERGATE_INVENTORY; a usage error without either, or with one empty."""
     try:
-        given = given_plan(args.inventory, os.environ)
+        given = given_plan(args.plan, os.environ)
     except InventoryError as e:
         parser.error(str(e))
     if given is None:
-        parser.error(f"no plan: give --inventory PATH or set {ENV}=PATH")
+        parser.error(f"no plan: give {PLAN.name} PATH or set {ENV}=PATH")
     return given
 
 
@@ -146,7 +129,7 @@ def plan_and_ssh(
             return inventory, None
         return inventory, plan_ssh_config(inventory, path, user, masters)
     except InventoryError as e:
-        print(f"--inventory {e.in_file(path)}", file=sys.stderr)
+        print(f"{PLAN.name} {e.in_file(path)}", file=sys.stderr)
     except SshConfigError as e:
         print(e.for_plan(path), file=sys.stderr)
     return None
@@ -221,8 +204,13 @@ def down(path: Path, run: str | None, user_config: str | None) -> int:
         return remove(loaded[0], loaded[1], run, str(path))
 
 
-def add_user_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ssh-user-config", metavar="PATH", help=USER_CONFIG_HELP)
+def add_own(parser: argparse.ArgumentParser, option: Option) -> None:
+    """OPTION of the suite's table as an argument this command reads itself."""
+    parser.add_argument(*option.names, **option.arguments())
+
+
+def add_plan(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(*PLAN.names, metavar=PLAN.metavar, help=f"the plan (default: ${ENV})")
 
 
 def run_id_arg(text: str) -> str:
@@ -254,45 +242,47 @@ def make_parser() -> Parser:
             allow_abbrev=False,
             description=f"{text}. Other arguments go to pytest as they are.",
         )
-        run.add_argument(
-            "--inventory",
-            metavar="PLAN",
-            help=f"the plan (default: ${ENV}, else the ini key infergate_inventory)",
+        add_suite_options(run)
+    add_down(
+        commands.add_parser(
+            "down",
+            help="remove a run's containers on every node",
+            allow_abbrev=False,
+            description="Remove by label what a run of this suite left on the nodes, nothing else.",
         )
-        run.add_argument("--level", choices=LEVELS, help=LEVEL_HELP)
-    gone = commands.add_parser(
-        "down",
-        help="remove a run's containers on every node",
-        allow_abbrev=False,
-        description="Remove by label what a run of this suite left on the nodes, nothing else.",
     )
-    gone.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
+    plan = commands.add_parser("plan", help="check a plan, its schema, one from Ansible")
+    add_plan_commands(plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser))
+    return parser
+
+
+def add_down(gone: argparse.ArgumentParser) -> None:
+    add_plan(gone)
     which = gone.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--run", metavar="ID", type=run_id_arg, help="the run id (in its container names)"
     )
     which.add_argument("--all-runs", action="store_true", help="every run but a live one")
-    add_user_config(gone)
-    plan = commands.add_parser("plan", help="check a plan, its schema, one from Ansible")
-    plans = plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser)
+    add_own(gone, USER_CONFIG)
+
+
+def add_plan_commands(plans: argparse._SubParsersAction[Parser]) -> None:
     check = plans.add_parser("check", help="load the plan as the gate does; exit 4 if wrong")
-    check.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
-    add_user_config(check)
-    check.add_argument("--forbid-privileged", action="store_true", help=FORBID_HELP)
-    check.add_argument("--allow-privileged", metavar="GRANTS", help=ALLOW_HELP)
+    add_plan(check)
+    for option in (USER_CONFIG, FORBID, ALLOW):
+        add_own(check, option)
     plans.add_parser("schema", help="the plan's JSON Schema")
     ansible = plans.add_parser("from-ansible", help="a plan from an Ansible inventory")
     ansible.add_argument("ansible_inventory", metavar="INVENTORY", type=Path)
     ansible.add_argument("--group", help="only the hosts of this group (default: every host)")
     ansible.add_argument("-o", "--output", metavar="OUT", type=Path, help="default: stdout")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command in PHASES:
-        command = pytest_argv(args.command, args.inventory, rest, args.level)
+        command = pytest_argv(args.command, args.suite, rest)
         os.execv(command[0], command)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

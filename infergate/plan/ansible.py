@@ -26,7 +26,7 @@ def plan_from_ansible(path: Path, group: str | None = None) -> str:
     about = _shown(f"{path}" + (f" (group {group})" if group else ""))
     header = [
         f"# A plan skeleton from the Ansible inventory {about}, by `infergate plan from-ansible`.",
-        "# Fill every TODO, then check it: infergate plan check --inventory THIS_FILE",
+        "# Fill every TODO, then check it: infergate plan check --plan=THIS_FILE",
     ]
     plan = {"name": _plan_name(path, group), "nodes": nodes}
     return "\n".join([*header, *_emit(plan_schema(), plan, v.ROOT, 0)]) + "\n"

@@ -26,7 +26,7 @@ LAYERS = (
     ("infergate.remote", "infergate.checks"),
     ("infergate.preflight", "infergate.deploy", "infergate.inference", "infergate.reports"),
     ("infergate.catalogue_doc",),
-    ("infergate.cli", "infergate"),
+    ("infergate.cli", "infergate.options", "infergate"),
 )
 PACKAGES = tuple(name for names in LAYERS[1:-1] for name in names)
 

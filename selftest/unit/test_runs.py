@@ -51,9 +51,9 @@ from infergate.deploy.runs import RUN_ID, check_removed, check_run_not_taken, of
 from infergate.deploy.state import DeployOptions, Say
 from infergate.engines.registry import plan_launch
 from infergate.fixtures import runs
-from infergate.fixtures.plugin import lock_wait_s
 from infergate.fixtures.xdist import WORKER_TEARDOWN_S
 from infergate.interrupts import sigint_deferred
+from infergate.options import lock_wait_s
 from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
 from selftest.suite import LOCKS_LOCALHOST, PHASE_DIRS, PROJECT_CONFIG, ROOT, closed_plan
@@ -85,7 +85,7 @@ def test_another_runs_containers_are_named_with_the_command_that_removes_that_ru
         text
     )
     assert f"run {OTHER} (the in-image probe, Up About a minute, holding 0.0 GiB)" in text
-    cmd = f"infergate down --run {OTHER} --inventory inventories/lab.yaml"
+    cmd = f"infergate down --run {OTHER} --plan inventories/lab.yaml"
     assert text.count(cmd) == 2
     assert "container leftover-x (image iglab/busybox" in text
 
@@ -138,7 +138,7 @@ def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(
     problems = check_removed("r1", removal, listing, left, "plan.yaml")
     assert expected in "\n".join(p.found for p in problems)
     assert problems[0].remedy.startswith(cause), problems[0].remedy
-    assert "infergate down --run r1 --inventory plan.yaml" in problems[0].remedy
+    assert "infergate down --run r1 --plan plan.yaml" in problems[0].remedy
     assert check_removed("r1", (0, ""), (0, ""), [], None) == []
 
 
@@ -185,7 +185,7 @@ def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
     )
     assert "fix: Docker is not answering on the node: start it" in message
     assert re.search(r"\w+ \(\d+\.\d+\.\d+\.\d+\): ", message), message
-    assert "infergate down --run r-0011223344556677 --inventory plan.yaml" in (message)
+    assert "infergate down --run r-0011223344556677 --plan plan.yaml" in (message)
     assert not any("stopped run" in s for s in said)
 
 
@@ -606,7 +606,7 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     assert "exited 1: h200 (localhost): its Docker engine at unix:///nonexistent.sock does " in (
         done.stdout
     )
-    assert f"infergate down --run {OTHER} --inventory {plan}" in done.stdout
+    assert f"infergate down --run {OTHER} --plan {plan}" in done.stdout
 
 
 @LOCKS_LOCALHOST
