@@ -11,6 +11,8 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
@@ -204,6 +206,32 @@ def down(path: Path, run: str | None, user_config: str | None) -> int:
         return remove(loaded[0], loaded[1], run, str(path))
 
 
+def installed_version() -> str:
+    """`NAME VERSION` of the distribution that installed the infergate package (looked up by
+    the package: the distribution's name may change), or why there is none."""
+    names = metadata.packages_distributions().get("infergate", [])
+    if not names:
+        return "infergate: no distribution provides it here (not installed)"
+    return f"{names[0]} {metadata.version(names[0])}"
+
+
+class Version(argparse.Action):
+    """--version, looked up only when asked (packages_distributions reads every one)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print(installed_version())
+        parser.exit()
+
+
 def add_own(parser: argparse.ArgumentParser, option: Option) -> None:
     """OPTION of the suite's table as an argument this command reads itself."""
     parser.add_argument(*option.names, **option.arguments())
@@ -234,6 +262,7 @@ def policy(*given: tuple[str, str | None]) -> tuple[str | None, str]:
 
 def make_parser() -> Parser:
     parser = Parser(prog="infergate", description="The inference cluster gate.", epilog=EXIT_STATUS)
+    parser.add_argument("--version", action=Version, help="print the installed version, then exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for phase, text in PHASE_HELP.items():
         run = commands.add_parser(

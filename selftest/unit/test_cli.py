@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from argparse import ArgumentTypeError
+from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
@@ -146,6 +148,20 @@ def test_down_help_lists_run_and_all_runs(capsys: pytest.CaptureFixture[str]) ->
     said = capsys.readouterr().out
     assert "(--run ID | --all-runs)" in said
     assert "--all-runs            every run but a live one" in said
+
+
+def test_version_is_the_installed_distribution_s() -> None:
+    """The distribution named in pyproject.toml, whatever that name is, and its version."""
+    name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    done = subprocess.run(
+        [sys.executable, "-m", "infergate.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{name} {metadata.version(name)}\n"
 
 
 def test_a_phase_that_collects_nothing_exits_5(tmp_path: Path) -> None:
