@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from infergate.engines.container import (
     refused_grants,
 )
 from infergate.options import ALLOW, FORBID, PLAN, USER_CONFIG, Option, add_suite_options
+from infergate.plan.example import write_example
 from infergate.plan.loader import PLAN_ENV as ENV
 from infergate.plan.loader import given_plan, load_plan
 from infergate.plan.model import Inventory, InventoryError
@@ -206,6 +208,29 @@ def down(path: Path, run: str | None, user_config: str | None) -> int:
         return remove(loaded[0], loaded[1], run, str(path))
 
 
+def plan_init(out: Path, force: bool) -> int:
+    """Write the example plan to OUT (over a file there only with FORCE); say what is next."""
+    try:
+        write_example(out, force)
+    except FileExistsError:
+        said = "exists; --force writes over it, or -o names another path"
+        print(f"{shown(out)}: {said}", file=sys.stderr)
+        return USAGE_ERROR
+    except OSError as e:
+        print(f"{shown(out)}: cannot write: {e.strerror}", file=sys.stderr)
+        return USAGE_ERROR
+    plan = shlex.quote(f"{PLAN.name}={shown(out)}")
+    print(
+        f"wrote {shown(out)}: an example plan of two GPU nodes (vLLM, tensor parallel 2; "
+        "SGLang in its comments)\nnext:\n"
+        "  1. replace every TODO in it; this lists those left, and passes once none is:\n"
+        f"     infergate plan check {plan}\n"
+        f"  2. check every node, read-only: infergate preflight {plan}\n"
+        f"  3. launch, gate and smoke-test: infergate deploy {plan}"
+    )
+    return 0
+
+
 def installed_version() -> str:
     """`NAME VERSION` of the distribution that installed the infergate package (looked up by
     the package: the distribution's name may change), or why there is none."""
@@ -280,7 +305,7 @@ def make_parser() -> Parser:
             description="Remove by label what a run of this suite left on the nodes, nothing else.",
         )
     )
-    plan = commands.add_parser("plan", help="check a plan, its schema, one from Ansible")
+    plan = commands.add_parser("plan", help="a first plan, its check, its schema, from Ansible")
     add_plan_commands(plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser))
     return parser
 
@@ -296,6 +321,16 @@ def add_down(gone: argparse.ArgumentParser) -> None:
 
 
 def add_plan_commands(plans: argparse._SubParsersAction[Parser]) -> None:
+    init = plans.add_parser("init", help="write an example plan whose TODOs you fill in")
+    init.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        type=Path,
+        default=Path("plan.yaml"),
+        help="default: %(default)s",
+    )
+    init.add_argument("--force", action="store_true", help="write over an existing file")
     check = plans.add_parser("check", help="load the plan as the gate does; exit 4 if wrong")
     add_plan(check)
     for option in (USER_CONFIG, FORBID, ALLOW):
@@ -323,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
             ("--forbid-privileged", "" if args.forbid_privileged else None),
         )
         return check_plan(plan_given(args, parser), args.ssh_user_config, allow, source)
+    if args.plan_command == "init":
+        return plan_init(args.output, args.force)
     if args.plan_command == "schema":
         return print_schema()
     return from_ansible(args.ansible_inventory, args.group, args.output)

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from infergate.plan import values as v
-from infergate.plan.ansible_inventory import TODO, ansible_hosts, proxy_jump
 from infergate.plan.ansible_inventory import AnsibleError as AnsibleError
+from infergate.plan.ansible_inventory import ansible_hosts, proxy_jump
 from infergate.plan.schema import plan_schema
+from infergate.plan.values import TODO
 
 # keys a multi-node plan must set although the parser has defaults (one GPU rank, tp 1)
 _ALSO_TODO = {"nodes[0].gpus", "engine.tensor_parallel"}

@@ -20,9 +20,8 @@ from typing import Any, TypeVar
 from infergate.plan import values as v
 from infergate.plan import words as w
 from infergate.plan.loader import line_of, load_yaml, read_text
-from infergate.plan.values import InventoryError
+from infergate.plan.values import TODO, InventoryError
 
-TODO = "TODO"
 MAX_HOSTS = 4096  # a skeleton of this many nodes is within the plan loader's MAX_VALUES
 MAX_GROUPS = 1024
 MAX_NESTING = 16  # groups below groups below `all`
