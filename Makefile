@@ -23,9 +23,9 @@ $(BIN)/.installed: pyproject.toml lab/pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/python -m infergate_lab up -n $(NODES)
 	$(BIN)/python -m infergate_lab engine --smoke
-	$(BIN)/infergate preflight --inventory=inventories/lab.yaml
-	$(BIN)/infergate deploy --inventory=inventories/lab.yaml
-	$(BIN)/infergate deploy --inventory=inventories/lab-moe-tp2.yaml
+	$(BIN)/infergate preflight --plan=inventories/lab.yaml
+	$(BIN)/infergate deploy --plan=inventories/lab.yaml
+	$(BIN)/infergate deploy --plan=inventories/lab-moe-tp2.yaml
 
 # The same for SGLang (issue 17), kept out of `demo` for its time: the SGLang 0.5.23 CPU image
 # (built the first time, about 7 minutes, then cached) beside the lab's vLLM one, whose step
@@ -36,8 +36,8 @@ demo-sglang: $(BIN)/.installed
 	$(BIN)/python -m infergate_lab up -n $(NODES)
 	$(BIN)/python -m infergate_lab engine
 	$(BIN)/python -m infergate_lab engine --kind sglang
-	$(BIN)/infergate preflight --inventory=inventories/lab-sglang.yaml
-	$(BIN)/infergate deploy --inventory=inventories/lab-sglang.yaml
+	$(BIN)/infergate preflight --plan=inventories/lab-sglang.yaml
+	$(BIN)/infergate deploy --plan=inventories/lab-sglang.yaml
 
 # The project's own tests in three parts, each timed: the lint (with types); the unit tests
 # (recorded outputs, local servers: no lab), on two xdist workers; the runs of the real suite

@@ -1,6 +1,7 @@
 """`infergate`: the gate's command. The phases run pytest on the installed suites (the
-process becomes pytest, so its exit status and signals are pytest's own); `down` and `plan`
-work on a plan without pytest.
+process becomes pytest, so its exit status and signals are pytest's own), each listing the
+suite's options (infergate.options) in its help; `down` and `plan` work on a plan without
+pytest.
 """
 
 from __future__ import annotations
@@ -8,9 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
@@ -20,6 +24,8 @@ from infergate.engines.container import (
     privileged_grants,
     refused_grants,
 )
+from infergate.options import ALLOW, FORBID, PLAN, USER_CONFIG, Option, add_suite_options
+from infergate.plan.example import write_example
 from infergate.plan.loader import PLAN_ENV as ENV
 from infergate.plan.loader import given_plan, load_plan
 from infergate.plan.model import Inventory, InventoryError
@@ -37,26 +43,11 @@ PHASES = {
     "deploy": (("infergate.tests_deploy", "infergate.tests_inference"), "deploy or inference"),
     "smoke": (("infergate.tests_inference",), "inference"),
 }
-FORBID_HELP = "refuse a plan that grants its containers privileges (but --allow-privileged's)"
-ALLOW_HELP = (
-    "refuse every privilege the plan grants its containers but these, comma-separated "
-    "(privileged, cap:NAME, device:PATH, mount:PATH, security-opt:..., user:root)"
-)
-USER_CONFIG_HELP = (
-    "your own ssh_config, read after the plan's Host blocks (default: $INFERGATE_SSH_CONFIG, "
-    "else ~/.ssh/config; none: not read)"
-)
 ANSIBLE_INVENTORY = "ansible-inventory"
 READER_HELP = (
     "ansible-inventory: Ansible reads it, with its inventory plugins and scripts (the default, "
     "where it is installed: pip install ansible-core); files: infergate reads the INI or YAML "
     "files and group_vars/, host_vars/ beside them"
-)
-LEVELS = ("quick", "standard", "full")  # infergate.catalogue.TIERS
-LEVEL_HELP = (
-    "quick: reachability, host facts, ports, image IDs, model file lists and sizes (no probe "
-    "container, no hash); standard: every check (default, else the ini key infergate_level); "
-    "full: and the full model hash"
 )
 PHASE_HELP = {
     "preflight": "read-only checks of every node before launch",
@@ -115,25 +106,21 @@ def privilege_refusal(
     )
 
 
-def pytest_argv(
-    phase: str, inventory: str | None, rest: list[str], level: str | None = None
-) -> list[str]:
+def pytest_argv(phase: str, suite: list[str], rest: list[str]) -> list[str]:
     """The pytest command line of PHASE: its installed suites by package, its marker, the
-    plan and the level when given here (else pytest reads $INFERGATE_INVENTORY, its ini)."""
+    suite's options given (infergate.options.PassOn's words), then the rest as they came."""
     suites, marker = PHASES[phase]
-    plan = [] if inventory is None else [f"--inventory={inventory}"]  # "": pytest refuses it
-    plan += [] if level is None else [f"--level={level}"]
-    return [sys.executable, "-m", "pytest", "--pyargs", *suites, "-m", marker, *plan, *rest]
+    return [sys.executable, "-m", "pytest", "--pyargs", *suites, "-m", marker, *suite, *rest]
 
 
 def plan_given(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path:
-    """--inventory, else $INFERGATE_INVENTORY; a usage error without either, or with one empty."""
+    """--plan, else $INFERGATE_INVENTORY; a usage error without either, or with one empty."""
     try:
-        given = given_plan(args.inventory, os.environ)
+        given = given_plan(args.plan, os.environ)
     except InventoryError as e:
         parser.error(str(e))
     if given is None:
-        parser.error(f"no plan: give --inventory PATH or set {ENV}=PATH")
+        parser.error(f"no plan: give {PLAN.name} PATH or set {ENV}=PATH")
     return given
 
 
@@ -153,7 +140,7 @@ def plan_and_ssh(
             return inventory, None
         return inventory, plan_ssh_config(inventory, path, user, masters)
     except InventoryError as e:
-        print(f"--inventory {e.in_file(path)}", file=sys.stderr)
+        print(f"{PLAN.name} {e.in_file(path)}", file=sys.stderr)
     except SshConfigError as e:
         print(e.for_plan(path), file=sys.stderr)
     return None
@@ -245,8 +232,62 @@ def down(path: Path, run: str | None, user_config: str | None) -> int:
         return remove(loaded[0], loaded[1], run, str(path))
 
 
-def add_user_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ssh-user-config", metavar="PATH", help=USER_CONFIG_HELP)
+def plan_init(out: Path, force: bool) -> int:
+    """Write the example plan to OUT (over a file there only with FORCE); say what is next."""
+    try:
+        write_example(out, force)
+    except FileExistsError:
+        said = "exists; --force writes over it, or -o names another path"
+        print(f"{shown(out)}: {said}", file=sys.stderr)
+        return USAGE_ERROR
+    except OSError as e:
+        print(f"{shown(out)}: cannot write: {e.strerror}", file=sys.stderr)
+        return USAGE_ERROR
+    plan = shlex.quote(f"{PLAN.name}={shown(out)}")
+    print(
+        f"wrote {shown(out)}: an example plan of two GPU nodes (vLLM, tensor parallel 2; "
+        "SGLang in its comments)\nnext:\n"
+        "  1. replace every TODO in it; this lists those left, and passes once none is:\n"
+        f"     infergate plan check {plan}\n"
+        f"  2. check every node, read-only: infergate preflight {plan}\n"
+        f"  3. launch, gate and smoke-test: infergate deploy {plan}"
+    )
+    return 0
+
+
+def installed_version() -> str:
+    """`NAME VERSION` of the distribution that installed the infergate package (looked up by
+    the package: the distribution's name may change), or why there is none."""
+    names = metadata.packages_distributions().get("infergate", [])
+    if not names:
+        return "infergate: no distribution provides it here (not installed)"
+    return f"{names[0]} {metadata.version(names[0])}"
+
+
+class Version(argparse.Action):
+    """--version, looked up only when asked (packages_distributions reads every one)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print(installed_version())
+        parser.exit()
+
+
+def add_own(parser: argparse.ArgumentParser, option: Option) -> None:
+    """OPTION of the suite's table as an argument this command reads itself."""
+    parser.add_argument(*option.names, **option.arguments())
+
+
+def add_plan(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(*PLAN.names, metavar=PLAN.metavar, help=f"the plan (default: ${ENV})")
 
 
 def run_id_arg(text: str) -> str:
@@ -270,6 +311,7 @@ def policy(*given: tuple[str, str | None]) -> tuple[str | None, str]:
 
 def make_parser() -> Parser:
     parser = Parser(prog="infergate", description="The inference cluster gate.", epilog=EXIT_STATUS)
+    parser.add_argument("--version", action=Version, help="print the installed version, then exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for phase, text in PHASE_HELP.items():
         run = commands.add_parser(
@@ -278,46 +320,58 @@ def make_parser() -> Parser:
             allow_abbrev=False,
             description=f"{text}. Other arguments go to pytest as they are.",
         )
-        run.add_argument(
-            "--inventory",
-            metavar="PLAN",
-            help=f"the plan (default: ${ENV}, else the ini key infergate_inventory)",
+        add_suite_options(run)
+    add_down(
+        commands.add_parser(
+            "down",
+            help="remove a run's containers on every node",
+            allow_abbrev=False,
+            description="Remove by label what a run of this suite left on the nodes, nothing else.",
         )
-        run.add_argument("--level", choices=LEVELS, help=LEVEL_HELP)
-    gone = commands.add_parser(
-        "down",
-        help="remove a run's containers on every node",
-        allow_abbrev=False,
-        description="Remove by label what a run of this suite left on the nodes, nothing else.",
     )
-    gone.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
+    plan = commands.add_parser("plan", help="a first plan, its check, its schema, from Ansible")
+    add_plan_commands(plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser))
+    return parser
+
+
+def add_down(gone: argparse.ArgumentParser) -> None:
+    add_plan(gone)
     which = gone.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--run", metavar="ID", type=run_id_arg, help="the run id (in its container names)"
     )
     which.add_argument("--all-runs", action="store_true", help="every run but a live one")
-    add_user_config(gone)
-    plan = commands.add_parser("plan", help="check a plan, its schema, one from Ansible")
-    plans = plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser)
+    add_own(gone, USER_CONFIG)
+
+
+def add_plan_commands(plans: argparse._SubParsersAction[Parser]) -> None:
+    init = plans.add_parser("init", help="write an example plan whose TODOs you fill in")
+    init.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        type=Path,
+        default=Path("plan.yaml"),
+        help="default: %(default)s",
+    )
+    init.add_argument("--force", action="store_true", help="write over an existing file")
     check = plans.add_parser("check", help="load the plan as the gate does; exit 4 if wrong")
-    check.add_argument("--inventory", metavar="PLAN", help=f"the plan (default: ${ENV})")
-    add_user_config(check)
-    check.add_argument("--forbid-privileged", action="store_true", help=FORBID_HELP)
-    check.add_argument("--allow-privileged", metavar="GRANTS", help=ALLOW_HELP)
+    add_plan(check)
+    for option in (USER_CONFIG, FORBID, ALLOW):
+        add_own(check, option)
     plans.add_parser("schema", help="the plan's JSON Schema")
     ansible = plans.add_parser("from-ansible", help="a plan from an Ansible inventory")
     ansible.add_argument("ansible_inventory", metavar="INVENTORY", type=Path)
     ansible.add_argument("--group", help="only the hosts of this group (default: every host)")
     ansible.add_argument("-o", "--output", metavar="OUT", type=Path, help="default: stdout")
     ansible.add_argument("--reader", choices=(ANSIBLE_INVENTORY, "files"), help=READER_HELP)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command in PHASES:
-        command = pytest_argv(args.command, args.inventory, rest, args.level)
+        command = pytest_argv(args.command, args.suite, rest)
         os.execv(command[0], command)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -329,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
             ("--forbid-privileged", "" if args.forbid_privileged else None),
         )
         return check_plan(plan_given(args, parser), args.ssh_user_config, allow, source)
+    if args.plan_command == "init":
+        return plan_init(args.output, args.force)
     if args.plan_command == "schema":
         return print_schema()
     return from_ansible(args.ansible_inventory, args.group, args.output, args.reader)

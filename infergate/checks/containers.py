@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 
 from infergate.checks.memory import gib
 from infergate.engines.labels import PLAN_LABEL, PROBE_LABEL, RUN_LABEL
+from infergate.plan.loader import PLAN_OPTION
 from infergate.plan.model import plan_key
 from infergate.problems import Problem
 
@@ -126,5 +127,5 @@ def down_command(run_id: str | None, inventory_path: str | None = None) -> str:
     """The operator's command that removes a run's containers on every node (all runs'
     when RUN_ID is None)."""
     which = ["--all-runs"] if run_id is None else ["--run", run_id]
-    where = ["--inventory", inventory_path] if inventory_path else []
+    where = [PLAN_OPTION, inventory_path] if inventory_path else []
     return shlex.join(["infergate", "down", *which, *where])

@@ -15,8 +15,9 @@ from infergate.plan import values as v
 from infergate.plan.ansible_inventory import AnsibleError as AnsibleError
 from infergate.plan.ansible_inventory import Hosts, ansible_hosts
 from infergate.plan.ansible_list import listed_hosts
-from infergate.plan.ansible_ssh import TODO, plan_node
+from infergate.plan.ansible_ssh import plan_node
 from infergate.plan.schema import plan_schema
+from infergate.plan.values import TODO
 
 # keys a multi-node plan must set although the parser has defaults (one GPU rank, tp 1)
 _ALSO_TODO = {"nodes[0].gpus", "engine.tensor_parallel"}
@@ -46,7 +47,7 @@ def plan_from_ansible(path: Path, group: str | None = None, program: str | None 
     about = _shown(f"{path}" + (f" (group {group})" if group else ""))
     header = [
         f"# A plan skeleton from the Ansible inventory {about}, by `infergate plan from-ansible`.",
-        "# Fill every TODO, then check it: infergate plan check --inventory THIS_FILE",
+        "# Fill every TODO, then check it: infergate plan check --plan=THIS_FILE",
     ]
     plan = {"name": _plan_name(path, group), "nodes": nodes}
     text = "\n".join([*header, *_emit(plan_schema(), plan, v.ROOT, 0)]) + "\n"

@@ -13,8 +13,8 @@ from typing import Any
 
 from infergate.plan import values as v
 from infergate.plan import words as w
+from infergate.plan.values import TODO
 
-TODO = "TODO"
 SSH_ARGS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")  # ssh takes the first's jump
 _CARRIED = {
     "user": ("ansible_user", "ansible_ssh_user"),

@@ -17,7 +17,8 @@ import yaml
 from infergate.plan.model import Inventory, parse_inventory
 from infergate.plan.values import ROOT, InventoryError, InventoryErrors, grouped, join
 
-PLAN_ENV = "INFERGATE_INVENTORY"  # the plan where no --inventory names one (suite, command, down)
+PLAN_OPTION = "--plan"  # the suite's and the command's; --inventory is its alias where free
+PLAN_ENV = "INFERGATE_INVENTORY"  # the plan where no --plan names one (suite, command, down)
 MAX_BYTES = 1024 * 1024  # a plan of 4,096 nodes; the shipped plans are under 8 KiB
 MAX_DEPTH = 16  # the deepest key of a plan, nodes[0].fabric.hcas[0], is 4 levels down
 MAX_VALUES = 100_000  # counted with every alias expanded; 2,000 nodes take 26,000, lab.yaml 82
@@ -30,11 +31,11 @@ Lines = dict[str, int]  # key path -> its line in the file, 1-based
 
 
 def given_plan(option: str | None, environ: Mapping[str, str]) -> Path | None:
-    """--inventory, else $INFERGATE_INVENTORY; None when neither is set. Set but empty is an
-    InventoryError: `--inventory="$PLAN"` with PLAN unset must not run another plan."""
+    """--plan, else $INFERGATE_INVENTORY; None when neither is set. Set but empty is an
+    InventoryError: `--plan="$PLAN"` with PLAN unset must not run another plan."""
     if option is not None:
         if not option:
-            raise InventoryError("", "--inventory is empty: give the plan's path")
+            raise InventoryError("", f"{PLAN_OPTION} is empty: give the plan's path")
         return Path(option)
     given = environ.get(PLAN_ENV)
     if given == "":

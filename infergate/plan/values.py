@@ -58,6 +58,7 @@ class Read:
 READS: ContextVar[list[Read] | None] = ContextVar("READS", default=None)
 
 ROOT = "<root>"
+TODO = "TODO"  # a value left for the operator: `TODO`, or `TODO: what goes here`
 # also a Host pattern of the ssh_config, a file name and a container's; HOST_NAME_MAX is 64
 NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_TEXT = 4096  # one line (PATH_MAX); a longer argument fails the run, not the check
@@ -217,8 +218,9 @@ class Section:
             reads.append(Read(self.path, self.known, key, how, reader))
 
     def _read(self, key: str, reader: Reader[T], failed: T) -> T:
+        path = self.at(key)
         try:
-            return reader(self.data[key], self.at(key))
+            return reader(unfilled(self.data[key], path), path)
         except InventoryError as e:
             self.record(e)
         return failed
@@ -240,6 +242,15 @@ class Section:
         self._note(key, "maybe", reader)
         value = self.data.get(key)
         return None if value is None else self._read(key, reader, None)
+
+
+def unfilled(value: object, path: str) -> object:
+    """VALUE, unless it is a TODO left (`infergate plan init` and `plan from-ansible` write
+    them): that is refused naming its key, whatever the key takes."""
+    if isinstance(value, str) and (value == TODO or value.startswith(f"{TODO}:")):
+        what = value.removeprefix(TODO).removeprefix(":").strip()
+        raise InventoryError(path, f"TODO left: {shown(what) if what else 'fill it in'}")
+    return value
 
 
 def mapping(value: object, path: str) -> dict[str, object]:
@@ -399,7 +410,8 @@ def list_of(reader: Reader[T], *, min_len: int = 0) -> Reader[tuple[T, ...]]:
         problems: list[InventoryError] = []
         for i, item in enumerate(value):  # every item's problems, MAX_ERRORS at most
             try:
-                items.append(reader(item, f"{path}[{i}]"))
+                here = f"{path}[{i}]"
+                items.append(reader(unfilled(item, here), here))
             except InventoryError as e:
                 problems += e.errors
                 if len(problems) > MAX_ERRORS or e.more:
@@ -478,7 +490,7 @@ def env_map(placeholders: tuple[str, ...]) -> Reader[dict[str, str]]:
             if not _ENV_KEY_RE.fullmatch(key):
                 raise InventoryError(key_path, f"{key!r} is not an environment variable name")
             try:
-                env[key] = _env_value(raw, key_path, placeholders)
+                env[key] = _env_value(unfilled(raw, key_path), key_path, placeholders)
             except InventoryError as e:
                 if not isinstance(raw, str) or not is_secret_name(key):
                     raise

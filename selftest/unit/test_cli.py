@@ -6,14 +6,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from argparse import ArgumentTypeError
+from importlib import metadata
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import yaml
 
+from infergate import cli
 from infergate.cli import main, pytest_argv
 from infergate.inference.endpoint import endpoint_base
+from infergate.options import SUITE_OPTIONS
 from selftest.suite import closed_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,22 +47,22 @@ def infergate(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_each_phase_runs_its_suites_with_its_marker() -> None:
     rest = ["-k", "not slow", "-x"]
-    assert pytest_argv("preflight", "p.yaml", rest) == [
+    assert pytest_argv("preflight", ["--plan=p.yaml"], rest) == [
         *PYTEST,
         "infergate.tests_preflight",
         "-m",
         "preflight",
-        "--inventory=p.yaml",
+        "--plan=p.yaml",
         *rest,
     ]
-    assert pytest_argv("deploy", None, []) == [
+    assert pytest_argv("deploy", [], []) == [
         *PYTEST,
         "infergate.tests_deploy",
         "infergate.tests_inference",
         "-m",
         "deploy or inference",
     ]
-    assert pytest_argv("smoke", None, []) == [
+    assert pytest_argv("smoke", [], []) == [
         *PYTEST,
         "infergate.tests_inference",
         "-m",
@@ -66,11 +71,14 @@ def test_each_phase_runs_its_suites_with_its_marker() -> None:
 
 
 def test_a_phase_becomes_pytest_from_any_folder(tmp_path: Path) -> None:
-    """The plan given as two words, outside the folder: the command passes it as one."""
+    """The plan given as two words, by its old name, outside the folder: the command passes
+    it as one, --plan=PATH; --level as two words reaches pytest too (it deselects)."""
     run = infergate(
         "preflight",
         "--inventory",
         str(LAB),
+        "--level",
+        "quick",
         "--collect-only",
         "-q",
         "-p",
@@ -79,12 +87,87 @@ def test_a_phase_becomes_pytest_from_any_folder(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "test_host.py::test_ssh_reachable_facts_gathered[node1]" in run.stdout
+    assert "deselected" in run.stdout
+
+
+class Execed(Exception):
+    """os.execv's stand-in: the command a phase would have become."""
+
+
+@pytest.fixture
+def execed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def execv(path: str, argv: list[str]) -> NoReturn:
+        raise Execed(argv)
+
+    monkeypatch.setattr(cli.os, "execv", execv)
+
+
+@pytest.mark.usefixtures("execed")
+def test_a_phase_passes_each_suite_option_on_as_one_word() -> None:
+    """With `=` or as two words, by name or alias: each reaches pytest as NAME=VALUE, in the
+    order given; pytest's own arguments follow as they came."""
+    given = ["--level", "quick", "--endpoint", "http://head:8000", "--api-key=a=b"]
+    given += ["--keep-deployment", "--inventory", "p.yaml", "-k", "not slow", "--lock-wait=5"]
+    with pytest.raises(Execed) as became:
+        main(["smoke", *given])
+    (argv,) = became.value.args
+    assert argv[argv.index("inference") + 1 :] == [
+        "--level=quick",
+        "--endpoint=http://head:8000",
+        "--api-key=a=b",
+        "--keep-deployment",
+        "--plan=p.yaml",
+        "--lock-wait=5",
+        "-k",
+        "not slow",
+    ]
+
+
+@pytest.mark.usefixtures("execed")
+@pytest.mark.parametrize("phase", ["preflight", "deploy", "smoke"])
+def test_each_phase_help_lists_every_suite_option_without_a_plan(
+    phase: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each option of the suite with its help, from the command alone: no plan, no pytest."""
+    monkeypatch.setenv("COLUMNS", "1000")  # no help wrapped, so none broken at a hyphen
+    with pytest.raises(SystemExit) as exited:
+        main([phase, "-h"])
+    assert exited.value.code == 0
+    said = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    assert said.startswith(f"usage: infergate {phase} ")
+    assert "--endpoint-wait SECONDS how long the inference phase waits" in said
+    for option in SUITE_OPTIONS:
+        assert option.name in said
+        assert " ".join(option.help.split()) in said
+
+
+def test_down_help_lists_run_and_all_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["down", "-h"])
+    assert exited.value.code == 0
+    said = capsys.readouterr().out
+    assert "(--run ID | --all-runs)" in said
+    assert "--all-runs            every run but a live one" in said
+
+
+def test_version_is_the_installed_distribution_s() -> None:
+    """The distribution named in pyproject.toml, whatever that name is, and its version."""
+    name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    done = subprocess.run(
+        [sys.executable, "-m", "infergate.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{name} {metadata.version(name)}\n"
 
 
 def test_a_phase_that_collects_nothing_exits_5(tmp_path: Path) -> None:
     run = infergate(
         "smoke",
-        f"--inventory={LAB}",
+        f"--plan={LAB}",
         "-k",
         "no_such_test",
         "--collect-only",
@@ -98,11 +181,11 @@ def test_a_phase_that_collects_nothing_exits_5(tmp_path: Path) -> None:
 def test_a_phase_without_a_plan_exits_4_saying_how_to_give_one(tmp_path: Path) -> None:
     run = infergate("preflight", "--collect-only", "-p", "no:cacheprovider", cwd=tmp_path)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
-    assert "no plan: give the deployment plan (YAML) as --inventory=PATH" in run.stderr
+    assert "no plan: give the deployment plan (YAML) as --plan=PATH" in run.stderr
 
 
 def test_plan_check_prints_the_plan_and_its_grants(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", "check", "--inventory", str(LAB)]) == 0
+    assert main(["plan", "check", "--plan", str(LAB)]) == 0
     assert capsys.readouterr().out == (
         f"{LAB}: lab (vllm, 2 nodes: node1 (10.251.0.11), node2 (10.251.0.12))\n"
         "privileged: the plan asks for nothing beyond the gate's own (host network and IPC, "
@@ -124,17 +207,15 @@ def test_plan_check_of_a_bad_plan_exits_4_naming_the_key(
 ) -> None:
     path = HOSTILE / f"{name}.yaml"
     line = f", line {EXPECTED[name]['line']}" if EXPECTED[name]["line"] else ""
-    assert main(["plan", "check", "--inventory", str(path)]) == 4
-    assert capsys.readouterr().err == f"--inventory {path}{line}: {EXPECTED[name]['says']}\n"
+    assert main(["plan", "check", "--plan", str(path)]) == 4
+    assert capsys.readouterr().err == f"--plan {path}{line}: {EXPECTED[name]['says']}\n"
 
 
 def test_plan_check_without_a_plan_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["plan", "check"])
     assert exited.value.code == 4
-    assert "no plan: give --inventory PATH or set INFERGATE_INVENTORY=PATH" in (
-        capsys.readouterr().err
-    )
+    assert "no plan: give --plan PATH or set INFERGATE_INVENTORY=PATH" in (capsys.readouterr().err)
 
 
 def test_an_unknown_command_is_a_usage_error() -> None:
@@ -146,13 +227,13 @@ def test_an_unknown_command_is_a_usage_error() -> None:
 def test_down_refuses_a_bad_plan_as_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """`infergate down` loads the plan as the gate does: a bad one is a usage error."""
     path = HOSTILE / "dup-engine-block.yaml"
-    assert main(["down", "--run", RUN, "--inventory", str(path)]) == 4
-    assert f"--inventory {path}, line 26: engine: duplicate key" in capsys.readouterr().err
+    assert main(["down", "--run", RUN, "--plan", str(path)]) == 4
+    assert f"--plan {path}, line 26: engine: duplicate key" in capsys.readouterr().err
 
 
 def test_down_wants_a_run_or_all_runs(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["down", "--inventory", str(LAB)])
+        main(["down", "--plan", str(LAB)])
     assert exited.value.code == 4
     assert "one of the arguments --run --all-runs is required" in capsys.readouterr().err
 
@@ -180,7 +261,7 @@ def test_down_refuses_a_run_id_outside_the_grammar_naming_the_option(
 ) -> None:
     # a plan that reaches no node: were the value taken, nothing could be removed
     with pytest.raises(SystemExit) as exited:
-        main(["down", f"--run={value}", "--inventory", str(closed_plan(tmp_path))])
+        main(["down", f"--run={value}", "--plan", str(closed_plan(tmp_path))])
     assert exited.value.code == 4
     err = capsys.readouterr().err
     assert "infergate down: error: argument --run: " in err
@@ -192,7 +273,7 @@ def test_down_refuses_a_run_id_outside_the_grammar_naming_the_option(
 def test_down_with_an_unset_run_variable_exits_4_before_any_node(tmp_path: Path) -> None:
     """The installed command, as a script runs it: `--run "$RUN_ID"` with RUN_ID unset
     removed every run's containers; now a usage error, no traceback, nothing reached."""
-    done = infergate("down", "--run", "", "--inventory", str(closed_plan(tmp_path)), cwd=tmp_path)
+    done = infergate("down", "--run", "", "--plan", str(closed_plan(tmp_path)), cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "argument --run: '' is not a run id" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
@@ -201,7 +282,7 @@ def test_down_with_an_unset_run_variable_exits_4_before_any_node(tmp_path: Path)
 
 def test_down_takes_all_runs_only_alone() -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["down", "--run", RUN, "--all-runs", "--inventory", str(LAB)])
+        main(["down", "--run", RUN, "--all-runs", "--plan", str(LAB)])
     assert exited.value.code == 4
 
 
@@ -251,9 +332,7 @@ def test_a_bad_endpoint_is_refused_unquoted(url: str) -> None:
 def test_a_bad_endpoint_is_a_usage_error_naming_the_option(url: str, tmp_path: Path) -> None:
     """--endpoint is read with the command line: exit 4 naming it, the URL unquoted (it may
     hold a password), not a traceback in the first inference test."""
-    run = infergate(
-        "smoke", f"--inventory={LAB}", f"--endpoint={url}", "--collect-only", cwd=tmp_path
-    )
+    run = infergate("smoke", f"--plan={LAB}", f"--endpoint={url}", "--collect-only", cwd=tmp_path)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
     assert "error: argument --endpoint: expected http" in run.stderr
     assert "Traceback" not in run.stdout + run.stderr

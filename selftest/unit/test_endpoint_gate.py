@@ -14,10 +14,10 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from infergate.catalogue import ROOT_FORMS, root_check
-from infergate.fixtures.plugin import endpoint_wait_s
 from infergate.inference import client
 from infergate.inference import endpoint_gate as gate
 from infergate.inference.endpoint import Endpoint
+from infergate.options import endpoint_wait_s
 from infergate.waiting import Deadline
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, SuiteRun, closed_plan, run_suite
@@ -317,7 +317,7 @@ def test_an_endpoint_alone_needs_no_plan_and_tests_the_model_it_lists(
     assert run.outcomes[listed].status == "passed", run.output
     baseline = "test_performance.py::test_performance_holds_against_the_baseline"
     assert run.outcomes[baseline].status == "skipped", run.output
-    assert run.message(baseline).startswith("needs a plan (--inventory=PATH)"), run.output
+    assert run.message(baseline).startswith("needs a plan (--plan=PATH)"), run.output
 
 
 def test_an_endpoint_alone_refuses_the_phases_that_check_nodes(pytester: pytest.Pytester) -> None:

@@ -53,46 +53,44 @@ def phase(
     secret: str | None = None,
     cwd: str = "{dir}",
 ) -> Case:
-    """A phase's command line, the plan as one word after the phase (None: no --inventory)."""
-    given = () if plan is None else (f"--inventory={plan}",)
+    """A phase's command line, the plan as one word after the phase (None: no --plan)."""
+    given = () if plan is None else (f"--plan={plan}",)
     return Case((argv[0], *given, *argv[1:], *PYTEST), says, env or {}, secret, cwd)
 
 
 CASES = {
     # `infergate plan check`: the plan named by a path that is no plan
     "inventory-directory": Case(
-        ("plan", "check", "--inventory={dir}"), ("--inventory", ": not a regular file")
+        ("plan", "check", "--plan={dir}"), ("--plan", ": not a regular file")
     ),
     "inventory-dev-zero": Case(
-        ("plan", "check", "--inventory=/dev/zero"), ("--inventory /dev/zero: not a regular file",)
+        ("plan", "check", "--plan=/dev/zero"), ("--plan /dev/zero: not a regular file",)
     ),
-    "inventory-fifo": Case(
-        ("plan", "check", "--inventory={fifo}"), ("--inventory", ": not a regular file")
-    ),
+    "inventory-fifo": Case(("plan", "check", "--plan={fifo}"), ("--plan", ": not a regular file")),
     "inventory-missing": Case(
-        ("plan", "check", "--inventory=/nonexistent/plan.yaml"),
-        ("--inventory /nonexistent/plan.yaml: cannot read: No such file or directory",),
+        ("plan", "check", "--plan=/nonexistent/plan.yaml"),
+        ("--plan /nonexistent/plan.yaml: cannot read: No such file or directory",),
     ),
     "inventory-10-mb": Case(
-        ("plan", "check", "--inventory={big}"), ("--inventory", ": larger than 1024 KiB")
+        ("plan", "check", "--plan={big}"), ("--plan", ": larger than 1024 KiB")
     ),
     "inventory-terminal-escape": Case(
-        ("plan", "check", "--inventory=/nonexistent/\x1b[2J\x1b]0;owned\x07.yaml"),
-        ("--inventory /nonexistent/\\x1b[2J\\x1b]0;owned\\x07.yaml: cannot read",),
+        ("plan", "check", "--plan=/nonexistent/\x1b[2J\x1b]0;owned\x07.yaml"),
+        ("--plan /nonexistent/\\x1b[2J\\x1b]0;owned\\x07.yaml: cannot read",),
     ),
     "inventory-100k-path": Case(
-        ("plan", "check", "--inventory=/" + "a" * 100_000),
-        ("--inventory /aaaa", "... (100001 characters): cannot read: File name too long"),
+        ("plan", "check", "--plan=/" + "a" * 100_000),
+        ("--plan /aaaa", "... (100001 characters): cannot read: File name too long"),
     ),
     "inventory-env-non-utf8": Case(
         ("plan", "check"),
-        ("--inventory /nonexistent/\\udcff\\udcfe.yaml: cannot read",),
+        ("--plan /nonexistent/\\udcff\\udcfe.yaml: cannot read",),
         env={"INFERGATE_INVENTORY": b"/nonexistent/\xff\xfe.yaml"},
     ),
     # an empty value from an unset shell variable must not fall back to another plan
     "inventory-empty-option": Case(
-        ("plan", "check", "--inventory="),
-        ("--inventory is empty: give the plan's path",),
+        ("plan", "check", "--inventory="),  # the alias: named as the option's own name
+        ("--plan is empty: give the plan's path",),
         env={"INFERGATE_INVENTORY": "{plan}"},
     ),
     "inventory-env-empty": Case(
@@ -101,8 +99,8 @@ CASES = {
         env={"INFERGATE_INVENTORY": ""},
     ),
     "down-inventory-empty": Case(
-        ("down", "--inventory=", "--all-runs"),
-        ("--inventory is empty",),
+        ("down", "--plan=", "--all-runs"),
+        ("--plan is empty",),
         env={"INFERGATE_INVENTORY": "{plan}"},
     ),
     "unknown-command": Case(("bogus",), ("argument command: invalid choice: 'bogus'",)),
@@ -111,22 +109,22 @@ CASES = {
     ),
     "no-command": Case((), ("the following arguments are required: command",)),
     "plan-check-unknown-option": Case(
-        ("plan", "check", "--inventory={plan}", "--bogus"),
+        ("plan", "check", "--plan={plan}", "--bogus"),
         ("unrecognized arguments: --bogus",),
     ),
     # the operator's policy on what a plan grants its containers
     "plan-check-forbid-privileged": Case(
-        ("plan", "check", "--inventory={privileged}", "--forbid-privileged"),
+        ("plan", "check", "--plan={privileged}", "--forbid-privileged"),
         ("--forbid-privileged: the plan", "engine.docker_args[2] asks for privileged"),
         secret=SECRET,
     ),
     "plan-check-allow-list-empty": Case(
-        ("plan", "check", "--inventory={privileged}", "--allow-privileged="),
+        ("plan", "check", "--plan={privileged}", "--allow-privileged="),
         ("--allow-privileged: the plan", "--allow-privileged=privileged,mount:/"),
         secret=SECRET,
     ),
     "plan-check-allow-list-not-a-grant": Case(
-        ("plan", "check", "--inventory={plan}", "--allow-privileged=privileged,\x1b[2Jall"),
+        ("plan", "check", "--plan={plan}", "--allow-privileged=privileged,\x1b[2Jall"),
         ("--allow-privileged: '\\x1b[2Jall' is not a grant: write privileged, cap:NAME",),
     ),
     # the phases: pytest's own options and the suite's, refused before any node is reached
@@ -188,7 +186,7 @@ CASES = {
     ),
     "preflight-inventory-empty-beside-ini": phase(
         "preflight",
-        says=("--inventory is empty: give the plan's path",),
+        says=("--plan is empty: give the plan's path",),
         plan="",
         cwd="{ini}",
     ),
@@ -299,7 +297,7 @@ def test_the_corpus_plans_load_but_for_what_each_case_refuses(files: dict[str, s
     """The refusals are the cases' own: the same plans pass `plan check` untouched."""
     for plan in (files["plan"], files["privileged"], str(LAB_PLAN)):
         done = subprocess.run(
-            [str(INFERGATE), "plan", "check", f"--inventory={plan}"],
+            [str(INFERGATE), "plan", "check", f"--plan={plan}"],
             capture_output=True,
             text=True,
             timeout=WALL_S,

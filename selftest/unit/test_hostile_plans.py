@@ -42,7 +42,7 @@ def test_hostile_plan_is_a_usage_error_naming_key_and_line(path: Path) -> None:
     expected = EXPECTED[path.stem]
     message, seconds = refusal(path)
     line = f", line {expected['line']}" if expected["line"] else ""
-    assert message == f"--inventory {path}{line}: {expected['says']}"
+    assert message == f"--plan {path}{line}: {expected['says']}"
     assert seconds < 2
 
 
@@ -67,9 +67,7 @@ def test_every_shipped_plan_loads_through_the_guarded_loader() -> None:
 @pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "/proc/self"])
 def test_a_path_that_is_no_regular_file_is_refused_unread(special: str) -> None:
     message, seconds = refusal(Path(special))
-    assert (
-        message == f"--inventory {special}: not a regular file; give the path of a plan's YAML file"
-    )
+    assert message == f"--plan {special}: not a regular file; give the path of a plan's YAML file"
     assert seconds < 2
 
 
@@ -82,12 +80,12 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
 def test_a_plan_over_the_size_cap_is_refused(tmp_path: Path) -> None:
     big = tmp_path / "big.yaml"
     big.write_text("# " + "x" * plan_yaml.MAX_BYTES + "\n")
-    assert refusal(big)[0] == f"--inventory {big}: larger than 1024 KiB: not a plan"
+    assert refusal(big)[0] == f"--plan {big}: larger than 1024 KiB: not a plan"
 
 
 def test_a_missing_plan_says_why() -> None:
     message, _ = refusal(Path("/nonexistent/plan.yaml"))
-    assert message == "--inventory /nonexistent/plan.yaml: cannot read: No such file or directory"
+    assert message == "--plan /nonexistent/plan.yaml: cannot read: No such file or directory"
 
 
 @pytest.mark.parametrize("case", ["alias-bomb", "alias-bomb-in-a-refused-value"])
@@ -146,11 +144,11 @@ def _case(name: str) -> tuple[str, str]:
     ids=["dup-engine-block", "alias-bomb", "ssh-key-newline", "dev-zero"],
 )
 def test_pytest_stops_with_one_line_and_no_traceback(plan: str, then: str) -> None:
-    """As an operator meets it: `pytest --inventory PLAN` exits 4 (usage error) at once."""
+    """As an operator meets it: `pytest --plan=PLAN` exits 4 (usage error) at once."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         # one word: pytest reads a separate path outside the project as its rootdir
-        [sys.executable, "-m", "pytest", f"--inventory={plan}", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", f"--plan={plan}", "-p", "no:cacheprovider"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -161,6 +159,6 @@ def test_pytest_stops_with_one_line_and_no_traceback(plan: str, then: str) -> No
     seconds = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     assert done.returncode == 4, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
-    assert done.stderr.strip() == f"ERROR: --inventory {plan}{then}"
+    assert done.stderr.strip() == f"ERROR: --plan {plan}{then}"
     # CPU seconds, so a busy machine cannot flake it: pytest's start-up; the refusal is ms
     assert seconds < 10, seconds

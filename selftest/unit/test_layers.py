@@ -3,10 +3,11 @@ or the tests, nor the lab; the fixtures never import the lab; the root conftest 
 infergate plugin (the entry point loads it).
 
 Inside the library, imports run down LAYERS, one home per concept: the words a failure is
-made of, the catalogue of checks, the clock and held signals, the suite's phases; the plan; what differs by
-engine; reaching nodes and judging what they say; the phases (preflight, deploy, inference)
-and their reports; the catalogue's documents; the command. No cycle runs between the
-packages. A module placed in no layer fails, so each new one is placed on purpose."""
+made of, the catalogue of checks, the clock and held signals, the suite's phases; the plan;
+what differs by engine; reaching nodes and judging what they say; the phases (preflight,
+deploy, inference) and their reports; the catalogue's documents; the command. No cycle runs
+between the packages. A module placed in no layer fails, so each new one is placed on
+purpose."""
 
 import ast
 import graphlib
@@ -20,14 +21,16 @@ ABOVE_THE_LIBRARY = ("infergate.fixtures", "infergate.tests_", "infergate_lab", 
 
 
 LAYERS = (
-    ("infergate.problems", "infergate.catalogue", "infergate.waiting", "infergate.interrupts")
-    + ("infergate.suites",),
+    (
+        *("infergate.problems", "infergate.catalogue", "infergate.waiting"),
+        *("infergate.interrupts", "infergate.suites"),
+    ),
     ("infergate.plan",),
     ("infergate.engines",),
     ("infergate.remote", "infergate.checks"),
     ("infergate.preflight", "infergate.deploy", "infergate.inference", "infergate.reports"),
     ("infergate.catalogue_doc",),
-    ("infergate.cli", "infergate"),
+    ("infergate.cli", "infergate.options", "infergate"),
 )
 PACKAGES = tuple(name for names in LAYERS[1:-1] for name in names)
 

@@ -68,7 +68,8 @@ def test_a_wrong_level_is_a_usage_error_naming_the_option(pytester: pytest.Pytes
 
 
 def test_the_command_passes_its_level_to_pytest_and_lists_it():
-    assert "--level=quick" in pytest_argv("preflight", None, [], "quick")
+    args, rest = make_parser().parse_known_args(["preflight", "--level", "quick"])
+    assert "--level=quick" in pytest_argv("preflight", args.suite, rest)
     assert (
         "--level"
         in make_parser()

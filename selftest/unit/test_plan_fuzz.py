@@ -1,5 +1,5 @@
 """Fuzzing the plan: whatever a mutated shipped plan holds, the gate answers with a model or an
-InventoryError (which --inventory turns into one usage-error line), never another exception.
+InventoryError (which --plan turns into one usage-error line), never another exception.
 
 Two levels, each with a seeded RNG so that a failure reproduces: the loaded data (a key
 deleted, a value replaced by junk or by another key's value) and the file's text (lines

@@ -48,7 +48,7 @@ def test_pyargs_from_another_folder_gets_the_phase_markers(pytester: pytest.Pyte
 def test_without_a_plan_the_run_says_how_to_give_one(pytester: pytest.Pytester) -> None:
     run = pytester.runpytest_subprocess(*COLLECT)
     assert run.ret == pytest.ExitCode.USAGE_ERROR, said(run)
-    assert "no plan: give the deployment plan (YAML) as --inventory=PATH, or in the " in said(run)
+    assert "no plan: give the deployment plan (YAML) as --plan=PATH, or in the " in said(run)
     assert "INFERGATE_INVENTORY=PATH" in said(run)
     assert "`infergate_inventory = PATH`" in said(run)
 
@@ -66,7 +66,7 @@ def test_the_plan_comes_from_the_option_then_env_then_ini(
     (pytester.path / "conf" / "pytest.ini").write_text("[pytest]\ninfergate_inventory = ini.yaml\n")
     if "env" in given:
         monkeypatch.setenv("INFERGATE_INVENTORY", str(plans["env"]))
-    option = [f"--inventory={plans['option']}"] if "option" in given else []
+    option = [f"--plan={plans['option']}"] if "option" in given else []
     run = pytester.runpytest_subprocess(*COLLECT, "-c", "conf/pytest.ini", *option)
     assert run.ret == pytest.ExitCode.OK, said(run)
     assert f"inventory: {read} (vllm, 2 nodes" in said(run)
@@ -75,22 +75,56 @@ def test_the_plan_comes_from_the_option_then_env_then_ini(
 def test_a_separate_plan_path_outside_the_ini_folder_is_refused(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--inventory PATH` as two words: pytest has taken PATH for a test path when it chose
+    """`--plan PATH` as two words: pytest has taken PATH for a test path when it chose
     its rootdir and ini file; one word (=) is read as the plan, as is a plan in the ini's
     folder."""
     repo, outside = pytester.path / "repo", plan_named(pytester.path / "elsewhere", "other")
     inside = plan_named(repo, "inside")
     (repo / "pytest.ini").write_text("[pytest]\n")
     monkeypatch.chdir(repo)
-    two_words = pytester.runpytest_subprocess(*COLLECT, "--inventory", str(outside))
-    one_word = pytester.runpytest_subprocess(*COLLECT, f"--inventory={outside}")
+    two_words = pytester.runpytest_subprocess(*COLLECT, "--plan", str(outside))
+    one_word = pytester.runpytest_subprocess(*COLLECT, f"--plan={outside}")
     in_repo = pytester.runpytest_subprocess(*COLLECT, "--inventory", str(inside))
     assert two_words.ret == pytest.ExitCode.USAGE_ERROR, said(two_words)
-    assert f"write --inventory={outside} (one word)" in said(two_words)
+    assert f"write --plan={outside} (one word)" in said(two_words)
     assert one_word.ret == pytest.ExitCode.OK, said(one_word)
     assert "inventory: other (" in said(one_word)
     assert in_repo.ret == pytest.ExitCode.OK, said(in_repo)
     assert "inventory: inside (" in said(in_repo)
+
+
+ANSIBLE_PLUGIN = """
+def pytest_addoption(parser):
+    parser.getgroup("pytest-ansible").addoption("--inventory", dest="ansible_inventory")
+
+
+def pytest_report_header(config):
+    return f"ansible inventory: {config.getoption('ansible_inventory')}"
+"""
+
+
+def fake_pytest_ansible(folder: Path) -> Path:
+    """A folder for PYTHONPATH that installs a distribution named pytest-ansible, whose plugin
+    declares --inventory as the real one does (the real one needs Ansible, and collides with
+    testinfra's --connection besides: pytest-dev/pytest-testinfra#58)."""
+    info = folder / "pytest_ansible-25.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-ansible\nVersion: 25.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nansible = fake_ansible\n")
+    (folder / "fake_ansible.py").write_text(ANSIBLE_PLUGIN)
+    return folder
+
+
+def test_beside_pytest_ansible_the_plan_is_given_as_plan(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both plugins declaring --inventory was argparse's "conflicting option strings". (Given,
+    pytest-ansible's --inventory sets testinfra's ansible_inventory, which the plugin refuses.)"""
+    monkeypatch.setenv("PYTHONPATH", str(fake_pytest_ansible(pytester.path / "site")))
+    run = pytester.runpytest_subprocess(*COLLECT, f"--plan={LAB}")
+    assert run.ret == pytest.ExitCode.OK, said(run)
+    assert "inventory: lab (vllm, 2 nodes" in said(run)
+    assert "ansible inventory: None" in said(run)  # the other plugin was loaded
 
 
 @pytest.mark.parametrize(

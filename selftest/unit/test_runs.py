@@ -51,12 +51,14 @@ from infergate.deploy.runs import RUN_ID, check_removed, check_run_not_taken, of
 from infergate.deploy.state import DeployOptions, Say
 from infergate.engines.registry import plan_launch
 from infergate.fixtures import runs
-from infergate.fixtures.plugin import lock_wait_s
+from infergate.fixtures.inventory import INVENTORY_KEY
 from infergate.fixtures.xdist import WORKER_TEARDOWN_S
 from infergate.interrupts import sigint_deferred
+from infergate.options import lock_wait_s
+from infergate.plan.loader import load_plan
 from infergate.plan.model import Inventory, parse_inventory
 from infergate_lab.engine import Ran
-from selftest.suite import LOCKS_LOCALHOST, PHASE_DIRS, PROJECT_CONFIG, ROOT, closed_plan
+from selftest.suite import LAB_PLAN, LOCKS_LOCALHOST, PHASE_DIRS, PROJECT_CONFIG, ROOT, closed_plan
 
 DATA = Path(__file__).parents[1] / "data" / "runs"
 OTHER = "20261201-030512-5f0c2a9e41b7d3c8"  # the recorded containers' run
@@ -85,7 +87,7 @@ def test_another_runs_containers_are_named_with_the_command_that_removes_that_ru
         text
     )
     assert f"run {OTHER} (the in-image probe, Up About a minute, holding 0.0 GiB)" in text
-    cmd = f"infergate down --run {OTHER} --inventory inventories/lab.yaml"
+    cmd = f"infergate down --run {OTHER} --plan inventories/lab.yaml"
     assert text.count(cmd) == 2
     assert "container leftover-x (image iglab/busybox" in text
 
@@ -138,7 +140,7 @@ def test_a_removal_is_judged_by_its_exit_and_a_separate_listing(
     problems = check_removed("r1", removal, listing, left, "plan.yaml")
     assert expected in "\n".join(p.found for p in problems)
     assert problems[0].remedy.startswith(cause), problems[0].remedy
-    assert "infergate down --run r1 --inventory plan.yaml" in problems[0].remedy
+    assert "infergate down --run r1 --plan plan.yaml" in problems[0].remedy
     assert check_removed("r1", (0, ""), (0, ""), [], None) == []
 
 
@@ -185,7 +187,7 @@ def test_removal_that_docker_cannot_do_is_not_reported_as_stopped():
     )
     assert "fix: Docker is not answering on the node: start it" in message
     assert re.search(r"\w+ \(\d+\.\d+\.\d+\.\d+\): ", message), message
-    assert "infergate down --run r-0011223344556677 --inventory plan.yaml" in (message)
+    assert "infergate down --run r-0011223344556677 --plan plan.yaml" in (message)
     assert not any("stopped run" in s for s in said)
 
 
@@ -606,7 +608,7 @@ def test_deploy_down_names_a_node_it_cannot_clear_and_exits_1():
     assert "exited 1: h200 (localhost): its Docker engine at unix:///nonexistent.sock does " in (
         done.stdout
     )
-    assert f"infergate down --run {OTHER} --inventory {plan}" in done.stdout
+    assert f"infergate down --run {OTHER} --plan {plan}" in done.stdout
 
 
 @LOCKS_LOCALHOST
@@ -704,9 +706,11 @@ def test_deploy_down_leaves_the_run_that_holds_the_cluster(tmp_path):
 class _Controller:
     """What xdist's controller hook reads of its config: no pytest run needed."""
 
-    def __init__(self, args: list[str], endpoint: str | None = None) -> None:
+    def __init__(self, args: list[str], endpoint: str | None, planned: bool) -> None:
         self.args = args
         self.stash = pytest.Stash()
+        if planned:
+            self.stash[INVENTORY_KEY] = load_plan(LAB_PLAN)
         self.option = type("Option", (), {"collectonly": False})()
         self.endpoint = endpoint
 
@@ -715,22 +719,27 @@ class _Controller:
         return self.endpoint
 
 
+PREFLIGHT_ID = "tests_preflight/test_host.py::t[node1]"
+
+
 @pytest.mark.parametrize(
-    ("args", "ids", "endpoint", "locked"),
+    ("args", "ids", "endpoint", "planned", "locked"),
     [
-        (["tests_preflight"], ["tests_preflight/test_host.py::t[node1]"], None, True),
+        (["tests_preflight"], [PREFLIGHT_ID], None, True, True),
         # --pyargs: the ids start inside the suite's folder; the argument names the suite
-        (["infergate.tests_preflight"], ["test_host.py::t[node1]"], None, True),
-        (["infergate.tests_inference"], ["test_performance.py::t[c1]"], None, True),
-        (["infergate.tests_inference"], ["test_performance.py::t[c1]"], "http://h/v1", False),
-        (["selftest_dir"], ["test_other.py::t"], None, False),
+        (["infergate.tests_preflight"], ["test_host.py::t[node1]"], None, True, True),
+        (["infergate.tests_inference"], ["test_performance.py::t[c1]"], None, True, True),
+        (["infergate.tests_inference"], ["test_performance.py::t[c1]"], "http://h/v1", True, False),
+        (["selftest_dir"], ["test_other.py::t"], None, True, False),
+        # --endpoint alone: no plan, no cluster to lock
+        (["tests_preflight"], [PREFLIGHT_ID], "http://h/v1", False, False),
     ],
 )
 def test_the_xdist_controller_takes_the_lock_for_the_phases_collected(
-    monkeypatch, args, ids, endpoint, locked
+    monkeypatch, args, ids, endpoint, planned, locked
 ):
     taken = []
     monkeypatch.setattr(runs, "take_lock", taken.append)
-    controller = _Controller(args, endpoint)
+    controller = _Controller(args, endpoint, planned)
     runs.take_lock_for(controller, runs.phases_of(ids, controller.args))  # type: ignore[arg-type]
     assert bool(taken) is locked

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from infergate.cli import main
-from infergate.fixtures.plugin import persist_seconds
+from infergate.options import persist_seconds
 from infergate.plan.model import parse_inventory
 from infergate.remote.ssh import open_remotes
 from infergate.remote.ssh_config import SshSetupError, prune
