@@ -7,9 +7,11 @@ NODES  ?= 2
 
 # the project's Python environment, remade when a pyproject.toml changes: infergate itself
 # and its lab (a distribution of its own, lab/), both editable, so the clone runs the installed
-# form (the pytest plugin and the infergate command) on these very files
+# form (the pytest plugin and the infergate command) on these very files. Cleared first: a
+# distribution renamed or dropped (0.1.0's `infergate`) would stay beside its successor, with
+# the same command and pytest plugin.
 $(BIN)/.installed: pyproject.toml lab/pyproject.toml
-	python3 -m venv $(VENV)
+	python3 -m venv --clear $(VENV)
 	$(BIN)/pip install -q -e '.[dev]' -e ./lab
 	if git rev-parse --git-dir >/dev/null 2>&1; then git config core.hooksPath .githooks; fi
 	touch $@

@@ -49,17 +49,20 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     built = sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), "."], tree)
     assert built.returncode == 0, built.stderr
-    (path,) = out.glob("infergate-*.whl")
+    (path,) = out.glob("pytest_infergate-*.whl")
     return path
 
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv with the wheel and its declared dependencies, nothing else."""
+    """A fresh virtualenv with the wheel, installed by its name as a user would (the bare
+    `infergate` is another project on PyPI), and its declared dependencies."""
     where = tmp_path_factory.mktemp("venv")
     made = sh([sys.executable, "-m", "venv", str(where)], where)
     assert made.returncode == 0, made.stderr
-    installed = sh([str(where / "bin" / "pip"), "install", "-q", str(wheel)], where)
+    version = wheel.name.split("-")[1]
+    ours = ["-f", str(wheel.parent), f"pytest-infergate=={version}"]
+    installed = sh([str(where / "bin" / "pip"), "install", "-q", *ours], where)
     assert installed.returncode == 0, installed.stderr
     return where
 
@@ -97,6 +100,8 @@ def test_wheel_holds_the_product_and_not_the_lab(wheel):
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[pytest11]" in text
     assert "infergate = infergate.cli:main" in text
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    assert "Name: pytest-infergate\n" in zipfile.ZipFile(wheel).read(metadata).decode()
 
 
 def test_installed_preflight_agrees_with_the_clone(venv, user_repo, healthy_preflight):
