@@ -6,10 +6,10 @@ NODES  ?= 2
 .PHONY: demo demo-sglang test lint lab-up lab-down bench bench-all
 
 # the project's Python environment, remade when a pyproject.toml changes: infergate itself
-# and its lab (a distribution of its own, lab/), both editable, so the clone runs the installed
-# form (the pytest plugin and the infergate command) on these very files. Cleared first: a
-# distribution renamed or dropped (0.1.0's `infergate`) would stay beside its successor, with
-# the same command and pytest plugin.
+# (with every extra) and its lab (a distribution of its own, lab/), both editable, so the
+# clone runs the installed form (the pytest plugin and the infergate command) on these very
+# files. Cleared first: a distribution renamed or dropped (0.1.0's `infergate`) would stay
+# beside its successor, with the same command and pytest plugin.
 $(BIN)/.installed: pyproject.toml lab/pyproject.toml
 	python3 -m venv --clear $(VENV)
 	$(BIN)/pip install -q -e '.[dev]' -e ./lab

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
 
 CHAT, TEXT = "/chat/completions", "/completions"
+NO_CLIENT = "the openai package is not installed: pip install 'pytest-infergate[openai]'"
 PROMPT = "Write one short sentence about the sea."
 
 
@@ -109,9 +110,8 @@ def test_bad_request_gets_a_json_4xx(
 
 def test_openai_client_works_end_to_end(endpoint: Endpoint, served_by: ServedBy) -> None:
     """The official `openai` Python client lists the model, chats, and streams."""
-    # here, not at the top: another phase collects without it (selftest/test_phase_imports.py)
-    import openai
-
+    # here, not at the top: an extra, the rest collects without it (selftest/unit/test_extras.py)
+    openai = pytest.importorskip("openai", reason=NO_CLIENT)
     verified = openai.DefaultHttpxClient(verify=endpoint.ca_bundle or True)
     client = openai.OpenAI(
         base_url=endpoint.v1,

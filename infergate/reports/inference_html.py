@@ -86,7 +86,11 @@ def _gates(outcomes: Sequence[Outcome]) -> str:
 
 
 def _pictures(results: Results) -> list[str]:
-    """The plots, each section with its pictures or a sentence saying why it has none."""
+    """The plots, each section with its pictures or a sentence saying why it has none; one
+    sentence for them all where matplotlib is not installed."""
+    if not plots.available():
+        get = html.escape(plots.GET_THEM)
+        return [f"<p>No plots: matplotlib is not installed; for them: <code>{get}</code>"]
     samples, engine = results.samples, results.engine
     tokens = any(level.output_tokens_at for level in samples)
     return [

@@ -3,12 +3,14 @@ figures per level, the latency-throughput curve, the TTFT and ITL distributions,
 tokens over time and the engine's own /metrics over the load.
 
 matplotlib is imported at the first plot, not by every pytest run that loads the suite's
-plugins (docs/deploy-and-inference.md#report-pictures); a bare Figure needs no display.
+plugins (docs/deploy-and-inference.md#report-pictures); a bare Figure needs no display. It is
+the `plots` extra: without it the report is written with no pictures (`available`).
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.util
 import io
 import math
 from collections.abc import Sequence
@@ -17,6 +19,13 @@ from typing import Any
 
 from infergate.inference.metrics import LevelSummary, percentile
 from infergate.inference.samples import EngineSample, LevelSamples
+
+GET_THEM = "pip install 'pytest-infergate[plots]'"
+
+
+def available() -> bool:
+    """Whether matplotlib can be found, without importing it (it is the `plots` extra)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with the wheel, installed by its name as a user would (the bare
-    `infergate` is another project on PyPI), and its declared dependencies."""
+    `infergate` is another project on PyPI), and its declared dependencies: no extra."""
     where = tmp_path_factory.mktemp("venv")
     made = sh([sys.executable, "-m", "venv", str(where)], where)
     assert made.returncode == 0, made.stderr
@@ -101,7 +101,12 @@ def test_wheel_holds_the_product_and_not_the_lab(wheel):
     assert "[pytest11]" in text
     assert "infergate = infergate.cli:main" in text
     (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
-    assert "Name: pytest-infergate\n" in zipfile.ZipFile(wheel).read(metadata).decode()
+    said = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "Name: pytest-infergate\n" in said
+    lines = said.splitlines()
+    needs = {n.removeprefix("Requires-Dist: ") for n in lines if n.startswith("Requires-Dist: ")}
+    extras = {n for n in needs if n.startswith(("matplotlib", "openai"))}
+    assert extras == {'matplotlib>=3.8; extra == "plots"', 'openai>=1.40; extra == "openai"'}
 
 
 def test_installed_preflight_agrees_with_the_clone(venv, user_repo, healthy_preflight):

@@ -34,10 +34,11 @@ def test_phase_module_imports_nothing_of_another_phase(path: Path) -> None:
     assert third_party == set(), f"import these inside the tests that need them: {third_party}"
 
 
-def test_gpu_phase_collects_without_the_inference_client() -> None:
-    # `openai` made unimportable, as on a host that never installed it
+def test_gpu_phase_collects_without_the_extras() -> None:
+    # `openai` and `matplotlib` made unimportable, as where the extras were never installed;
+    # collecting imports every phase's modules and the plugin, then -m deselects
     run = (
-        "import sys; sys.modules['openai'] = None; import pytest; "
+        "import sys; sys.modules['openai'] = sys.modules['matplotlib'] = None; import pytest; "
         "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', "
         "'-m', 'gpu', '--inventory=inventories/h200-device.yaml']))"
     )
