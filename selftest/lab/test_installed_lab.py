@@ -1,21 +1,29 @@
-"""The installed form, as a user meets it: the wheel built from this tree, installed into a
-fresh virtualenv, run from a "user repo" folder that holds only a plan and a pytest.ini,
-against the lab. It must give the same results as the clone, and its command must judge
-plans and Ansible inventories the same way the library does."""
+"""The installed form, as a user meets it: the wheel built from this tree, installed by its
+name (pytest-infergate) and without extras into a fresh virtualenv, run from a "user repo"
+folder that holds only a plan and a pytest.ini, against the lab. Its preflight must give the
+same results as the clone's, its inference report must list every test it ran, and its
+command must judge plans and Ansible inventories the same way the library does."""
 
 from __future__ import annotations
 
+import html
 import os
 import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from selftest.suite import ROOT, SuiteRun, read_junit
+from infergate.reports.inference_json import read_results
+from infergate_lab import Lab
+from infergate_lab.engine import serving_alone
+from selftest.lab.test_deploy_lab import plan_file, short_sweep
+from selftest.lab.test_inference_lab import SERVED
+from selftest.suite import LAB_PLAN, ROOT, SuiteRun, read_junit, run_folder_in
 
 # building the wheel and installing its dependencies (from the package registry, or pip's
 # cache) takes a minute or two; each preflight run, seconds to a minute
@@ -23,6 +31,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 
 HOSTILE = ROOT / "selftest" / "data" / "plans-hostile"
 ANSIBLE = ROOT / "selftest" / "data" / "ansible"
+# not test_inference_lab's: a leftover of that server is never taken for this one
+PORT, CONTAINER = 18434, "installed-smoke"
+CLIENT_TEST = "test_conformance.py::test_openai_client_works_end_to_end"
 
 
 def sh(
@@ -65,6 +76,14 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     installed = sh([str(where / "bin" / "pip"), "install", "-q", *ours], where)
     assert installed.returncode == 0, installed.stderr
     return where
+
+
+@pytest.fixture(scope="module")
+def server(engine: object, lab: Lab) -> Iterator[str]:
+    """SmolLM2 served alone on node1, as test_inference_lab's server, for the installed
+    suite's inference tests (`infergate smoke --endpoint`)."""
+    with serving_alone(lab, "node1", SERVED, PORT, CONTAINER, serve=["--enforce-eager"]) as base:
+        yield base
 
 
 @pytest.fixture
@@ -148,3 +167,24 @@ def test_installed_command_reads_an_ansible_inventory(venv, user_repo):
     assert made.returncode == 0, made.stderr
     plan = yaml.safe_load(made.stdout)
     assert [n["name"] for n in plan["nodes"]] == ["spark-01", "spark-02"], made.stdout
+
+
+def test_installed_inference_report_lists_every_test(venv, user_repo, server):
+    """From the wheel the node ids start inside the suite's package (test_x.py::...), not in
+    its folder: report.html and results.json still list every test's outcome; without the
+    extras the report says how to get its plots and the official client's test how to get
+    that client."""
+    plan_file(user_repo, short_sweep, base=LAB_PLAN)  # the user's plan.yaml, its sweep short
+    report = user_repo / "report"
+    argv = ["infergate", "smoke", f"--endpoint={server}/v1", f"--report-dir={report}"]
+    run = run_installed(venv, user_repo, argv)
+    ran = {test.split("::", 1)[1]: outcome.status for test, outcome in run.outcomes.items()}
+    assert len(ran) > 10, run.output
+    folder = run_folder_in(report)
+    listed = {o.name: o.status for o in read_results(folder / "results.json").conformance}
+    assert listed == ran, run.output
+    page = (folder / "report.html").read_text()
+    assert [name for name in ran if html.escape(name) not in page] == []
+    assert "No plots: matplotlib is not installed" in page
+    assert run.outcomes[CLIENT_TEST].status == "skipped", run.output
+    assert "pip install 'pytest-infergate[openai]'" in run.message(CLIENT_TEST)

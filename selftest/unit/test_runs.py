@@ -720,6 +720,7 @@ class _Controller:
 
 
 PREFLIGHT_ID = "tests_preflight/test_host.py::t[node1]"
+VENV_SUITE = ".venv/lib/python3.11/site-packages/infergate/tests_preflight"
 
 
 @pytest.mark.parametrize(
@@ -729,6 +730,8 @@ PREFLIGHT_ID = "tests_preflight/test_host.py::t[node1]"
         # --pyargs: the ids start inside the suite's folder; the argument names the suite
         (["infergate.tests_preflight"], ["test_host.py::t[node1]"], None, True, True),
         (["infergate.tests_inference"], ["test_performance.py::t[c1]"], None, True, True),
+        # --pyargs from a repo that holds the venv: the ids go through it to the suite
+        (["infergate.tests_preflight"], [f"{VENV_SUITE}/test_host.py::t[node1]"], None, True, True),
         (["infergate.tests_inference"], ["test_performance.py::t[c1]"], "http://h/v1", True, False),
         (["selftest_dir"], ["test_other.py::t"], None, True, False),
         # --endpoint alone: no plan, no cluster to lock
