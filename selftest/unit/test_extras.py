@@ -54,18 +54,20 @@ def test_with_matplotlib_the_report_has_its_plots_and_no_such_line() -> None:
     assert "No plots: matplotlib" not in page
 
 
+@pytest.mark.parametrize(("strict", "status"), [((), "skipped"), (("--strict",), "failed")])
 def test_without_openai_the_client_test_is_skipped_saying_how_to_get_it(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, strict: tuple[str, ...], status: str
 ) -> None:
+    """Skipped; failed under --strict, a gate that must not pass on what it did not run."""
     pytester.makepyfile(no_openai="import sys\nsys.modules['openai'] = None\n")
     report = str(pytester.path / "report")
     with serving(scripted()) as httpd:
         run = run_suite(
             pytester,
-            *("-p", "no_openai", "-m", "inference", "--endpoint", url_of(httpd)),
+            *("-p", "no_openai", "-m", "inference", "--endpoint", url_of(httpd), *strict),
             *("--endpoint-wait", "1", "--report-dir", report, "-k", "openai_client"),
             inventory=closed_plan(pytester.path),
         )
-    assert run.outcomes[CLIENT_TEST].status == "skipped", run.output
+    assert run.outcomes[CLIENT_TEST].status == status, run.output
     said = "the openai package is not installed: pip install 'pytest-infergate[openai]'"
     assert said in run.message(CLIENT_TEST)
