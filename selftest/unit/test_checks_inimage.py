@@ -108,7 +108,7 @@ def test_a_cached_run_on_gpus_reads_only_what_the_host_decides(rank):
     assert parse_cuda_init(body(sections["cuda-init"])["text"]).ok
     result = body(sections["rendezvous"])
     assert check_all_reduce(result, world=2, deadline=60) == []
-    assert check_nccl_bandwidth(nccl_allreduce(result), floor_gbps=100) == []
+    assert check_nccl_bandwidth(nccl_allreduce(result), floor_gbytes_per_sec=100) == []
 
 
 def test_engine_not_in_the_image_is_a_failure_not_a_pass():
