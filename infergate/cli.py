@@ -24,7 +24,17 @@ from infergate.engines.container import (
     privileged_grants,
     refused_grants,
 )
-from infergate.options import ALLOW, FORBID, PLAN, USER_CONFIG, Option, add_suite_options
+from infergate.options import (
+    ALLOW,
+    ANSIBLE_PLUGIN,
+    FORBID,
+    PLAN,
+    TESTINFRA_PLUGIN,
+    USER_CONFIG,
+    Option,
+    add_suite_options,
+    installed,
+)
 from infergate.plan.example import write_example
 from infergate.plan.loader import PLAN_ENV as ENV
 from infergate.plan.loader import given_plan, load_plan
@@ -110,7 +120,10 @@ def pytest_argv(phase: str, suite: list[str], rest: list[str]) -> list[str]:
     """The pytest command line of PHASE: its installed suites by package, its marker, the
     suite's options given (infergate.options.PassOn's words), then the rest as they came."""
     suites, marker = PHASES[phase]
-    return [sys.executable, "-m", "pytest", "--pyargs", *suites, "-m", marker, *suite, *rest]
+    # the suite uses testinfra's library, not its plugin: left out where it cannot load
+    aside = ["-p", f"no:{TESTINFRA_PLUGIN}"] if installed(ANSIBLE_PLUGIN) else []
+    argv = [sys.executable, "-m", "pytest", *aside, "--pyargs", *suites, "-m", marker]
+    return argv + suite + rest
 
 
 def plan_given(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path:

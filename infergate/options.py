@@ -24,7 +24,11 @@ from infergate.remote.ssh_config import MAX_PERSIST_S, USER_CONFIG_OPTION
 PLAN_ALIAS = "--inventory"  # the plan's first name; pytest-ansible declares it too
 # an alias another installed plugin declares as well: argparse refuses the second declaration,
 # and pytest calls each plugin's pytest_addoption as it registers, in no order to rely on
-TAKEN_BY = {PLAN_ALIAS: "pytest-ansible"}
+ANSIBLE_PLUGIN = "pytest-ansible"  # a distribution
+TAKEN_BY = {PLAN_ALIAS: ANSIBLE_PLUGIN}
+# pytest-ansible and testinfra's plugin declare the same options, and argparse stops any run
+# that loads both (https://github.com/pytest-dev/pytest-testinfra/issues/58)
+TESTINFRA_PLUGIN = "pytest11.testinfra"  # pytest-testinfra's entry point
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 name (pytest-infergate) and without extras into a fresh virtualenv, run from a "user repo"
 folder that holds only a plan and a pytest.ini, against the lab. Its preflight must give the
 same results as the clone's, its inference report must list every test it ran, and its
-command must judge plans and Ansible inventories the same way the library does."""
+command must judge plans and Ansible inventories the same way the library does. Last, a
+newcomer's first hour, pytest-ansible installed beside it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from infergate_lab.engine import serving_alone
 from selftest.lab.test_deploy_lab import plan_file, short_sweep
 from selftest.lab.test_inference_lab import SERVED
 from selftest.suite import LAB_PLAN, ROOT, SuiteRun, read_junit, run_folder_in
+from selftest.unit.test_plan_init import filled, todos
 
 # building the wheel and installing its dependencies (from the package registry, or pip's
 # cache) takes a minute or two; each preflight run, seconds to a minute
@@ -188,3 +190,61 @@ def test_installed_inference_report_lists_every_test(venv, user_repo, server):
     assert "No plots: matplotlib is not installed" in page
     assert run.outcomes[CLIENT_TEST].status == "skipped", run.output
     assert "pip install 'pytest-infergate[openai]'" in run.message(CLIENT_TEST)
+
+
+# last in the module: it installs pytest-ansible into the module's virtualenv
+def test_a_newcomers_first_hour(venv, wheel, server, tmp_path):
+    """From an empty folder with the installed wheel: the version, a first plan fixed in one
+    pass, a URL smoked with no plan, another project's pytest; then pytest-ansible beside it,
+    and both work."""
+    empty, env = tmp_path / "empty", user_env(venv)
+    empty.mkdir()
+    version = sh(["infergate", "--version"], empty, env)
+    assert version.stdout.split() == ["pytest-infergate", wheel.name.split("-")[1]], version
+    made = sh(["infergate", "plan", "init", "-o", "plan.yaml"], empty, env)
+    assert made.returncode == 0, made.stderr
+    check = ["infergate", "plan", "check", "--plan=plan.yaml", "--ssh-user-config=none"]
+    unfilled = sh(check, empty, env)
+    assert unfilled.returncode == 4, unfilled.stdout + unfilled.stderr
+    example = yaml.safe_load((empty / "plan.yaml").read_text())
+    left = [line for line in unfilled.stderr.splitlines() if "TODO left" in line]
+    assert len(left) == len(todos(example)) > 10, unfilled.stderr  # all at once
+    (empty / "plan.yaml").write_text(yaml.safe_dump(filled(example)))
+    fixed = sh(check, empty, env)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    # no plan: the model the server lists; its load sweep (the defaults: minutes on CPU) aside
+    smoke = ["infergate", "smoke", f"--endpoint={server}/v1", "-k", "not test_performance"]
+    smoked = run_installed(venv, empty, smoke)
+    assert smoked.red() == set(), smoked.output
+    assert "inventory: none: --endpoint alone" in smoked.output
+    passed = [t for t, o in smoked.outcomes.items() if o.status == "passed"]
+    assert len(passed) > 10, smoked.output
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "test_theirs.py").write_text("def test_plain():\n    assert True\n")
+    plain = sh(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"], theirs, env)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    added = sh(["pip", "install", "-q", "pytest-ansible"], theirs, env)
+    assert added.returncode == 0, added.stderr
+    # their pytest-ansible run: its --inventory, a real ping through Ansible's local connection
+    python = venv / "bin" / "python"
+    (theirs / "hosts.ini").write_text(
+        f"localhost ansible_connection=local ansible_python_interpreter={python}\n"
+    )
+    (theirs / "test_ping.py").write_text(
+        "def test_ping(ansible_module):\n"
+        "    assert ansible_module.ping()['localhost']['ping'] == 'pong'\n"
+    )
+    ansible = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    ansible += ["-p", "no:pytest11.testinfra", "--inventory=hosts.ini", "--host-pattern=localhost"]
+    pinged = sh(ansible, theirs, env)
+    assert pinged.returncode == 0, pinged.stdout + pinged.stderr
+    assert "2 passed" in pinged.stdout, pinged.stdout
+    # and ours beside it: --plan, with testinfra's plugin left out by the command itself
+    shutil.copy(LAB_PLAN, empty / "lab.yaml")
+    listed = sh(["infergate", "preflight", "--plan=lab.yaml", "--collect-only", "-q"], empty, env)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "test_host.py::test_ssh_reachable_facts_gathered[node1]" in listed.stdout
+    helped = sh(["infergate", "preflight", "-h"], empty, env)
+    assert "--plan" in helped.stdout, helped.stdout
+    assert "--endpoint" in helped.stdout, helped.stdout

@@ -1,0 +1,1 @@
+"""infergate: the acceptance and preflight gate for multi-node LLM inference clusters."""

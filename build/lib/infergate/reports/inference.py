@@ -1,0 +1,83 @@
+"""The inference report's model: the sweep's levels, the conformance outcomes, the nodes and
+the evidence kept, and (for the pictures alone) the samples and the engine's /metrics.
+
+inference_json.py, inference_csv.py and inference_html.py are its formats (files.py writes
+them). An evidence path is relative to the report's folder, so the folder moves whole."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infergate.inference.metrics import LevelSummary
+from infergate.inference.samples import EngineSample, LevelSamples
+from infergate.plan.model import Node
+from infergate.reports.summary import summary_row
+from infergate.reports.version import ToolVersion, tool_version
+
+
+@dataclass(frozen=True)
+class ReportMeta:
+    inventory: str
+    endpoint: str
+    model: str
+    time: str  # ISO 8601
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One conformance check's result, as the test that made it reports it."""
+
+    name: str
+    status: str  # passed | failed | skipped, as pytest says
+    detail: str = ""  # the failure, or the reason for the skip
+    code: str = ""  # a failure's catalogue code (infergate.catalogue), and its severity
+    severity: str = ""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    label: str
+    path: str  # relative to the report's directory
+
+    def __post_init__(self) -> None:
+        # the report must move as a folder
+        if self.path.startswith("/") or "://" in self.path:
+            raise ValueError(f"evidence path {self.path!r} is not relative to the report")
+
+
+@dataclass(frozen=True)
+class Results:
+    meta: ReportMeta
+    levels: tuple[LevelSummary, ...]
+    conformance: tuple[Outcome, ...] = ()
+    nodes: tuple[Mapping[str, object], ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    samples: tuple[LevelSamples, ...] = ()  # for the pictures; not in results.json
+    engine: tuple[EngineSample, ...] = ()
+    tool: ToolVersion = field(default_factory=tool_version)
+
+
+def node_facts(
+    nodes: Sequence[Node], probed: Callable[[Node], object]
+) -> tuple[dict[str, str], ...]:
+    """Each node's preflight summary row (driver, CUDA, image, model, memory, fabric) from its
+    probe's sections; an unreachable node's row says so (--endpoint may test a cluster we
+    cannot SSH to)."""
+    rows = []
+    for node in nodes:
+        outcome = probed(node)
+        if isinstance(outcome, dict):
+            rows.append(summary_row(node, outcome))
+        else:
+            rows.append({"node": node.name, "address": node.address, "facts": str(outcome)[:200]})
+    return tuple(rows)
+
+
+def evidence_in(report_dir: Path) -> tuple[Evidence, ...]:
+    """Every file under REPORT_DIR's evidence/<node>/, labelled `<node>: <file>`."""
+    found = sorted(report_dir.glob("evidence/*/*"))
+    return tuple(
+        Evidence(f"{p.parent.name}: {p.name}", str(p.relative_to(report_dir))) for p in found
+    )

@@ -1,0 +1,178 @@
+"""report.html, the inference report for people: the figures per level, the pictures (each
+section with its plots or a sentence saying why it has none), the checks, the nodes and the
+evidence. It is self-contained: inline CSS, plots as base64 PNG, no script, no external URL."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+
+from infergate.catalogue import WARN, entry
+from infergate.inference.metrics import Distribution, LevelSummary
+from infergate.inference.samples import LevelSamples
+from infergate.reports import plots
+from infergate.reports.inference import Evidence, Outcome, Results
+from infergate.reports.page import CSS, table
+from infergate.reports.verdict import CLUSTER, Cause, by_where, headline
+
+_NO_TOKENS = "<p>No plot: the run kept no output tokens over time."
+_NO_METRICS = (
+    "<p>No plot: the engine served no /metrics with vLLM's or SGLang's load figures "
+    "while the load ran (or they were not scraped)."
+)
+_LEVEL_HEADER = (
+    *("level", "TTFT median ms", "TTFT p99 ms", "TPOT median ms", "TPOT p99 ms"),
+    *("ITL median ms", "ITL p99 ms", "E2E median ms", "E2E p99 ms", "output tok/s"),
+    *("total tok/s", "tok/s per stream", "goodput req/s", "completed", "failed"),
+)
+_STATUS_CLASS = {"passed": "pass", "skipped": "skip", "failed": "fail"}
+
+
+def render_html(results: Results) -> str:
+    m, e = results.meta, html.escape
+    parts = [
+        f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>infergate inference: {e(m.inventory)}</title><style>{CSS}</style></head><body>",
+        f"<h1>Inference report: {e(m.inventory)}</h1>",
+        f"<p class=meta>endpoint {e(m.endpoint)} &middot; model {e(m.model)} &middot; {e(m.time)}",
+        _verdict(results.conformance),
+        _gates(results.conformance),
+        "<h2>Tokens/s and latency per level</h2>",
+        table(_LEVEL_HEADER, [_level_row(s) for s in results.levels]),
+        *_pictures(results),
+        _conformance(results.conformance),
+        _nodes(results.nodes),
+    ]
+    parts += [_evidence(results.evidence), "</body></html>\n"]
+    return "\n".join(parts)
+
+
+def _verdict(outcomes: Sequence[Outcome]) -> str:
+    """verdict.py's headline and causes, from the failed outcomes (each with its code)."""
+    causes = [
+        Cause(
+            o.code,
+            CLUSTER,
+            o.detail.strip().splitlines()[-1] if o.detail.strip() else "failed",
+            "",
+            o.name,
+            warn=o.severity == WARN,
+        )
+        for o in outcomes
+        if o.status == "failed"
+    ]
+    ready = not any(not c.warn for c in causes)
+    said = "".join(
+        f"<div class=cause><b>{html.escape(c.code or '(no code)')}</b> {html.escape(c.check)}: "
+        f"{html.escape(c.said)}</div>"
+        for _, listed in by_where(causes)
+        for c in listed
+    )
+    head = html.escape(headline(causes, 0))
+    return f"<p class='{'pass' if ready else 'fail'}'>{head}</p>{said}"
+
+
+def _gates(outcomes: Sequence[Outcome]) -> str:
+    """The performance gates (the catalogue's group): each ran or skipped, with the reason."""
+    rows = []
+    for o in outcomes:
+        found = entry(o.name.rpartition("::")[2].partition("[")[0])
+        if found is not None and found.group == "performance":
+            status = f"<span class={_STATUS_CLASS.get(o.status, 'fail')}>{o.status}</span>"
+            rows.append([html.escape(o.name), status, html.escape(o.detail)])
+    if not rows:
+        return "<p class=meta>No performance gate ran in this run.</p>"
+    return "<h2>Performance gates</h2>" + table(["gate", "result", "why"], rows, "checks")
+
+
+def _pictures(results: Results) -> list[str]:
+    """The plots, each section with its pictures or a sentence saying why it has none; one
+    sentence for them all where matplotlib is not installed."""
+    if not plots.available():
+        get = html.escape(plots.GET_THEM)
+        return [f"<p>No plots: matplotlib is not installed; for them: <code>{get}</code>"]
+    samples, engine = results.samples, results.engine
+    tokens = any(level.output_tokens_at for level in samples)
+    return [
+        _per_level(results.levels),
+        "<h2>Latency distributions</h2>",
+        _distributions(samples),
+        "<h2>Output tokens over time</h2>",
+        _plots([plots.plot_tokens_over_time(samples)]) if tokens else _NO_TOKENS,
+        "<h2>The engine's own /metrics during the load</h2>",
+        _plots([plots.plot_engine(engine)]) if engine else _NO_METRICS,
+    ]
+
+
+def _per_level(levels: Sequence[LevelSummary]) -> str:
+    """Against concurrency, the closed-loop levels; the latency-throughput curve, all."""
+    if not levels:
+        return "<p>No plots: no level of the load was measured."
+    closed = [s for s in levels if s.request_rate is None]
+    against = [plots.plot_throughput(closed), plots.plot_ttft(closed)] if closed else []
+    return _plots([*against, plots.plot_latency_throughput(levels)])
+
+
+def _distributions(samples: Sequence[LevelSamples]) -> str:
+    kept = [
+        (field, name)
+        for field, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"))
+        if any(max(getattr(level, field), default=0) > 0 for level in samples)
+    ]
+    if not kept:
+        return "<p>No distributions: the run kept no TTFT or ITL samples."
+    return _plots([plots.plot_cdf(samples, field, name) for field, name in kept])
+
+
+def _plots(pictures: Sequence[plots.Picture]) -> str:
+    images = "".join(
+        f'<img src="data:image/png;base64,{p.png}" alt="{html.escape(p.alt, quote=True)}">'
+        for p in pictures
+    )
+    return f"<div class=plots>{images}</div>"
+
+
+def _ms(d: Distribution) -> list[str]:
+    return [f"{d.median_ms:.1f}", f"{d.p99_ms:.1f}"] if d.count else ["&ndash;", "&ndash;"]
+
+
+def _level_row(s: LevelSummary) -> list[str]:
+    failed = f"<span class={'fail' if s.failed else 'pass'}>{s.failed}</span>"
+    rates = [s.output_throughput, s.total_token_throughput, s.per_stream_tok_s]
+    good = "&ndash;" if s.goodput is None else f"{s.goodput.per_s:.2f} ({s.goodput.fraction:.0%})"
+    latencies = [*_ms(s.ttft), *_ms(s.tpot), *_ms(s.itl), *_ms(s.e2el)]
+    figures = [*latencies, *(f"{r:.1f}" for r in rates), good, str(s.completed)]
+    return [html.escape(s.label), *figures, failed]
+
+
+def _conformance(outcomes: Sequence[Outcome]) -> str:
+    if not outcomes:
+        return ""
+    rows = [
+        [
+            html.escape(o.name),
+            f"<span class={_STATUS_CLASS.get(o.status, 'fail')}>{o.status}</span>",
+            html.escape(o.detail),
+        ]
+        for o in outcomes
+    ]
+    return "<h2>Checks</h2>" + table(["check", "result", "detail"], rows, "checks")
+
+
+def _nodes(nodes: Sequence[Mapping[str, object]]) -> str:
+    if not nodes:
+        return ""
+    keys = list(dict.fromkeys(k for n in nodes for k in n))
+    rows = [[html.escape(str(n.get(k, ""))) for k in keys] for n in nodes]
+    return "<h2>Nodes</h2>" + table(keys, rows, "text")
+
+
+def _evidence(evidence: Sequence[Evidence]) -> str:
+    if not evidence:
+        return ""
+    items = "".join(
+        f'<li><a href="{html.escape(e.path, quote=True)}">{html.escape(e.label)}</a> '
+        f"<code>{html.escape(e.path)}</code></li>"
+        for e in evidence
+    )
+    return f"<h2>Evidence</h2><ul>{items}</ul>"
