@@ -110,21 +110,21 @@ def seconds_up_to(text: str, most: float) -> float | None:
 
 def endpoint_wait_s(text: str) -> float:
     """--endpoint-wait's value: seconds from 0 (one try) to MAX_WAIT_S, as the plan's key."""
-    seconds = seconds_up_to(text, MAX_ENDPOINT_WAIT_S)
-    if seconds is None:
-        raise argparse.ArgumentTypeError(
-            f"{text[:40]!a} is not a number of seconds from 0 to {MAX_ENDPOINT_WAIT_S:g}"
-        )
-    return seconds
+    return seconds_option(text, MAX_ENDPOINT_WAIT_S)
 
 
 def lock_wait_s(text: str) -> float:
-    """--lock-wait's value: seconds from 0 to MAX_WAIT_S (a day); inf, nan and the rest
-    are a usage error that names the option."""
-    seconds = seconds_up_to(text, MAX_LOCK_WAIT_S)
+    """--lock-wait's value: seconds from 0 to MAX_WAIT_S (a day)."""
+    return seconds_option(text, MAX_LOCK_WAIT_S)
+
+
+def seconds_option(text: str, most: float) -> float:
+    """An option's seconds from 0 to MOST; inf, nan and the rest are a usage error that
+    names the option (argparse adds its name)."""
+    seconds = seconds_up_to(text, most)
     if seconds is None:
         raise argparse.ArgumentTypeError(
-            f"{text[:40]!a} is not a number of seconds from 0 to {MAX_LOCK_WAIT_S:g}"
+            f"{text[:40]!a} is not a number of seconds from 0 to {most:g}"
         )
     return seconds
 

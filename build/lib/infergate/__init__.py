@@ -1,1 +1,0 @@
-"""infergate: the acceptance and preflight gate for multi-node LLM inference clusters."""
