@@ -12,7 +12,7 @@ from pathlib import Path
 
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.samples import EngineSample, LevelSamples
-from infergate.plan.model import Node
+from infergate.plan.model import Inference, Node
 from infergate.reports.summary import summary_row
 from infergate.reports.version import ToolVersion, tool_version
 
@@ -48,6 +48,21 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Gates:
+    """The plan's figures the load is judged by, drawn on its pictures (None: not set)."""
+
+    min_output_tok_s: float | None = None  # inference.min_output_tokens_per_s, highest level
+    max_ttft_ms: float | None = None  # inference.max_ttft_ms, the median at concurrency 1
+    slo_ttft_ms: float | None = None  # inference.slo.ttft_ms, per request
+    slo_tpot_ms: float | None = None  # inference.slo.tpot_ms, per request
+
+    @classmethod
+    def of(cls, plan: Inference) -> Gates:
+        slo = plan.slo
+        return cls(plan.min_output_tokens_per_s, plan.max_ttft_ms, slo.ttft_ms, slo.tpot_ms)
+
+
+@dataclass(frozen=True)
 class Results:
     meta: ReportMeta
     levels: tuple[LevelSummary, ...]
@@ -57,6 +72,7 @@ class Results:
     samples: tuple[LevelSamples, ...] = ()  # for the pictures; not in results.json
     engine: tuple[EngineSample, ...] = ()
     tool: ToolVersion = field(default_factory=tool_version)
+    gates: Gates = Gates()
 
 
 def node_facts(

@@ -11,7 +11,7 @@ from infergate.catalogue import WARN, entry
 from infergate.inference.metrics import Distribution, LevelSummary
 from infergate.inference.samples import LevelSamples
 from infergate.reports import plots
-from infergate.reports.inference import Evidence, Outcome, Results
+from infergate.reports.inference import Evidence, Gates, Outcome, Results
 from infergate.reports.page import CSS, table
 from infergate.reports.verdict import CLUSTER, Cause, by_where, headline
 
@@ -94,7 +94,7 @@ def _pictures(results: Results) -> list[str]:
     samples, engine = results.samples, results.engine
     tokens = any(level.output_tokens_at for level in samples)
     return [
-        _per_level(results.levels),
+        _per_level(results.levels, results.gates),
         "<h2>Latency distributions</h2>",
         _distributions(samples),
         "<h2>Output tokens over time</h2>",
@@ -104,13 +104,14 @@ def _pictures(results: Results) -> list[str]:
     ]
 
 
-def _per_level(levels: Sequence[LevelSummary]) -> str:
-    """Against concurrency, the closed-loop levels; the latency-throughput curve, all."""
+def _per_level(levels: Sequence[LevelSummary], gates: Gates) -> str:
+    """Against concurrency, the closed-loop levels; the latency-throughput curve, all; each
+    with the plan's gates on it."""
     if not levels:
         return "<p>No plots: no level of the load was measured."
     closed = [s for s in levels if s.request_rate is None]
-    against = [plots.plot_throughput(closed), plots.plot_ttft(closed)] if closed else []
-    return _plots([*against, plots.plot_latency_throughput(levels)])
+    against = [plots.plot_throughput(closed, gates), plots.plot_ttft(closed, gates)]
+    return _plots([*(against if closed else []), plots.plot_latency_throughput(levels, gates)])
 
 
 def _distributions(samples: Sequence[LevelSamples]) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from infergate.inference.metrics import summary_from_dict, summary_to_dict
-from infergate.reports.inference import Evidence, Outcome, ReportMeta, Results
+from infergate.reports.inference import Evidence, Gates, Outcome, ReportMeta, Results
 from infergate.reports.version import ToolVersion
 
 SCHEMA_VERSION = 3  # 1: before schema_version; docs/reports.md says what 2 and 3 added
@@ -30,6 +30,7 @@ def to_json(results: Results) -> dict[str, object]:
         "conformance": [asdict(o) for o in results.conformance],
         "nodes": [dict(n) for n in results.nodes],
         "evidence": [asdict(e) for e in results.evidence],
+        "gates": asdict(results.gates),
     }
 
 
@@ -49,4 +50,5 @@ def read_results(path: Path) -> Results:
         nodes=tuple(data["nodes"]),
         evidence=tuple(Evidence(**e) for e in data["evidence"]),
         tool=ToolVersion(**data["tool"]),
+        gates=Gates(**data.get("gates", {})),  # schema 3 before the gates were written
     )

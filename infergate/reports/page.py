@@ -16,7 +16,8 @@ th{background:#f3f5f7;font-weight:600}td:first-child,th:first-child{text-align:l
 .pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.skip{color:#8a6d00}
 table.text td,table.text th,table.checks td,table.checks th{text-align:left;vertical-align:top}
 table.checks td:last-child{white-space:pre-wrap;font-size:.85em;color:#444}
-td,th,.cause{overflow-wrap:anywhere}
+td,.cause{overflow-wrap:anywhere}th{overflow-wrap:break-word}
+table:not(.text):not(.checks) td{overflow-wrap:normal;white-space:nowrap}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plots img{max-width:100%;border:1px solid #e4e8ec}
 """
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from infergate.inference.metrics import LevelSummary, percentile
 from infergate.inference.samples import EngineSample, LevelSamples
+from infergate.reports.inference import Gates
 
 GET_THEM = "pip install 'pytest-infergate[plots]'"
 
@@ -48,26 +49,39 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def plot_throughput(levels: Sequence[LevelSummary]) -> Picture:
-    """Output tokens/s against concurrency."""
+def plot_throughput(levels: Sequence[LevelSummary], gates: Gates) -> Picture:
+    """Output tokens/s against concurrency; the plan's floor, where set."""
     fig, ax = _figure()
     x = [s.concurrency for s in levels]
     ax.plot(x, [s.output_throughput for s in levels], "o-", label="all streams")
     ax.plot(x, [s.per_stream_tok_s for s in levels], "s--", label="per stream")
+    drawn = _gate(ax, gates.min_output_tok_s, "floor, at the highest level", "tok/s")
     _concurrency_axes(ax, x, "output tokens/s")
     each = ", ".join(f"{s.label} {s.output_throughput:.1f}" for s in levels)
-    return Picture(f"Output tokens/s of all streams against concurrency: {each}", _png(fig))
+    alt = f"Output tokens/s of all streams against concurrency: {each}{drawn}"
+    return Picture(alt, _png(fig))
 
 
-def plot_ttft(levels: Sequence[LevelSummary]) -> Picture:
-    """Median and p99 TTFT against concurrency."""
+def plot_ttft(levels: Sequence[LevelSummary], gates: Gates) -> Picture:
+    """Median and p99 TTFT against concurrency; the plan's limits, where set."""
     fig, ax = _figure()
     x = [s.concurrency for s in levels]
     ax.plot(x, [s.ttft.median_ms for s in levels], "o-", label="median")
     ax.plot(x, [s.ttft.p99_ms for s in levels], "^--", label="p99")
+    drawn = _gate(ax, gates.max_ttft_ms, "limit of the median at c=1", "ms")
+    drawn += _gate(ax, gates.slo_ttft_ms, "SLO per request", "ms", ":")
     _concurrency_axes(ax, x, "time to first token (ms)")
     each = ", ".join(f"{s.label} {s.ttft.median_ms:.1f} and {s.ttft.p99_ms:.1f} ms" for s in levels)
-    return Picture(f"Median and p99 TTFT against concurrency: {each}", _png(fig))
+    return Picture(f"Median and p99 TTFT against concurrency: {each}{drawn}", _png(fig))
+
+
+def _gate(ax: Any, value: float | None, what: str, unit: str, style: str = "-.") -> str:
+    """A horizontal line at the plan's VALUE, labelled WHAT; its words for the alt text."""
+    if value is None:
+        return ""
+    ax.axhline(value, color="#b42318", linestyle=style, linewidth=1, label=f"{what} {value:g}")
+    ax.set_ylim(top=max(ax.get_ylim()[1], value * 1.15))  # the line inside, with its label
+    return f"; the plan's {what}: {value:g} {unit}"
 
 
 def _concurrency_axes(ax: Any, x: list[int], ylabel: str) -> None:
@@ -80,13 +94,16 @@ def _concurrency_axes(ax: Any, x: list[int], ylabel: str) -> None:
     ax.legend()
 
 
-def plot_latency_throughput(levels: Sequence[LevelSummary]) -> Picture:
+def plot_latency_throughput(levels: Sequence[LevelSummary], gates: Gates) -> Picture:
     """Median TPOT against output tokens/s, one labelled point per level: the curve
     `vllm bench serve` sweeps are read by (up and to the right: the engine saturates)."""
     fig, ax = _figure()
     x = [s.output_throughput for s in levels]
     y = [s.tpot.median_ms for s in levels]
     ax.plot(x, y, "o-")
+    drawn = _gate(ax, gates.slo_tpot_ms, "TPOT SLO per request", "ms", ":")
+    if drawn:
+        ax.legend()
     for s, xi, yi in zip(levels, x, y, strict=True):
         ax.annotate(s.label, (xi, yi), textcoords="offset points", xytext=(5, 5))
     ax.set_xlabel("output tokens/s (all streams)")
@@ -98,7 +115,7 @@ def plot_latency_throughput(levels: Sequence[LevelSummary]) -> Picture:
     each = "; ".join(
         f"{s.label} {s.tpot.median_ms:.1f} ms at {s.output_throughput:.1f}" for s in levels
     )
-    alt = f"Median TPOT against output tokens/s, one point per level: {each}"
+    alt = f"Median TPOT against output tokens/s, one point per level: {each}{drawn}"
     return Picture(alt, _png(fig))
 
 

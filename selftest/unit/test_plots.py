@@ -1,12 +1,16 @@
-"""The report's pictures from their samples: the binning behind tokens over time, and the
-distributions when chunks arrive together (ITL 0)."""
+"""The report's pictures from their samples: the binning behind tokens over time, the
+distributions when chunks arrive together (ITL 0), and the plan's gates drawn on them."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from infergate.inference.samples import LevelSamples
 from infergate.reports import inference_html, plots
+from infergate.reports.files import write_report
+from infergate.reports.inference import Gates
+from infergate.reports.inference_json import read_results
 from selftest.unit.test_inference_lib import results
 
 
@@ -27,3 +31,18 @@ def test_a_level_whose_gaps_are_all_zero_has_no_itl_picture() -> None:
     page = inference_html.render_html(dataclasses.replace(results(), samples=(level,)))
     assert "Cumulative distribution of TTFT" in page
     assert "Cumulative distribution of ITL" not in page
+
+
+def test_the_plans_gates_are_drawn_and_said_and_kept(tmp_path: Path) -> None:
+    """Each gate the plan sets is a line on its picture, said in the alt text, and kept in
+    results.json; one it does not set is neither."""
+    gates = Gates(min_output_tok_s=50.0, max_ttft_ms=800.0, slo_ttft_ms=1500.0, slo_tpot_ms=None)
+    gated = dataclasses.replace(results(), gates=gates)
+    page = inference_html.render_html(gated)
+    assert "the plan&#x27;s floor, at the highest level: 50 tok/s" in page
+    assert "the plan&#x27;s limit of the median at c=1: 800 ms" in page
+    assert "the plan&#x27;s SLO per request: 1500 ms" in page
+    assert "TPOT SLO" not in page
+    assert "the plan&#x27;s" not in inference_html.render_html(results())
+    json_path, _ = write_report(tmp_path / "run", gated)
+    assert read_results(json_path).gates == gates
