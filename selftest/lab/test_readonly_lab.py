@@ -56,12 +56,14 @@ def test_ping_directory_is_removed_after_a_full_run(node1):
 
 
 # Where a preflight could write on a node: the user's home (the caches), shared memory, the
-# temporary directories (only infergate's own names: the lab shares this machine's /tmp),
-# /etc and the model. The Docker engine's own state is judged by its containers and images.
+# temporary directories (only infergate's own names: the lab shares this machine's /tmp, so
+# the controller's SSH masters and any suite run's scratch folder, another test's too, are
+# left out), /etc and the model. The Docker engine's state is judged by its containers and
+# images.
 WRITES = (
     "find $HOME /dev/shm /var/tmp /etc /srv -xdev -newermt @{since} 2>/dev/null; "
     "find ${{TMPDIR:-/tmp}} -maxdepth 1 -newermt @{since} -name 'infergate*' "
-    "! -name 'infergate-ssh-*' ! -name 'infergate-lab*'"
+    "! -name 'infergate-ssh-*' ! -name 'infergate-lab*' ! -name 'infergate-run-*'"
 )
 DOCKER = "docker ps -a --format '{{.ID}} {{.Names}}'; docker images -q --no-trunc | sort"
 
