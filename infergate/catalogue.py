@@ -16,6 +16,7 @@ TIERS = ("quick", "standard", "full")  # --level; each runs its own and the lowe
 # A node's chain of roots, each needing every one before it (docs/suite.md#roots)
 NODE_ROOTS = ("ssh", "facts", "tools", "docker", "image", "in-image", "rendezvous")
 ENDPOINT_ROOT = "endpoint"
+PROMPTS_ROOT = "prompts"  # the load's prompts, built once the endpoint answers
 
 
 @dataclass(frozen=True)
@@ -388,6 +389,14 @@ CHECKS: dict[str, Entry] = {
         "inference",
         "what the endpoint's status or error names (each cause has its own code below)",
         root=ENDPOINT_ROOT,
+    ),
+    "test_load_prompts_are_built": E(
+        "IG-PROMPTS-UNBUILT",
+        "performance",
+        "let the endpoint through to /tokenize and /detokenize (vLLM and SGLang serve them at "
+        "the server root), or give inference.dataset",
+        root=PROMPTS_ROOT,
+        needs=ENDPOINT_ROOT,
     ),
     "test_models_lists_the_planned_served_name": E(
         "IG-SERVED-NAME",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infergate.fixtures.endpoint import ServedBy, baseline_key
+from infergate.fixtures.endpoint import ServedBy, baseline_key, fail_blocked
 from infergate.fixtures.plugin import skip_unconfigured
 from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
@@ -18,8 +18,16 @@ from infergate.inference.plan import (
 )
 from infergate.inference.workload import Level, levels
 from infergate.plan.model import Inference, Inventory
+from infergate.preflight.roots import Blocked
 
 pytestmark = [pytest.mark.xdist_group("deployment"), pytest.mark.usefixtures("inference_report")]
+
+
+def test_load_prompts_are_built(prompts_root: Blocked | None) -> None:
+    """The load's prompts are built, of inference.input_tokens tokens by the served model's
+    tokenizer (or from inference.dataset): else this fails once, and the load's checks are
+    skipped naming it."""
+    fail_blocked(prompts_root)
 
 
 def summary_of(sweep: list[LevelSummary], plan: Inference, level: Level) -> LevelSummary:

@@ -40,6 +40,7 @@ PLANNED = {
     "in-image": "the probe container runs to its end",
     "rendezvous": "an all-reduce across every node",
     "endpoint": "the endpoint answers one request",
+    "prompts": "the load's prompts, from the served model's tokenizer or inference.dataset",
 }
 
 

@@ -334,3 +334,23 @@ def test_an_endpoint_alone_refuses_the_phases_that_check_nodes(pytester: pytest.
     assert "no plan, and the run selects preflight tests: they check the plan's nodes" in (
         result.stderr.str()
     )
+
+
+def test_prompts_that_cannot_be_built_are_one_red_and_the_load_skips_naming_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """A server that answers chat but has no tokenizer at /tokenize (a proxy that passes /v1
+    alone): the prompts' root fails once; every check of the load is skipped naming it."""
+    with serving(scripted()) as httpd:
+        run = inference_run(pytester, url_of(httpd), "-k", "test_performance")
+    prompts = "test_performance.py::test_load_prompts_are_built"
+    assert run.red() == {prompts}, run.output
+    assert run.outcomes[prompts].status == "failed", run.output
+    message = run.message(prompts)
+    assert f"{HEAD}: 1 problem(s)" in message  # the head serves the tokenizer
+    assert f"{url_of(httpd)}/tokenize answered 200: no `tokens` list" in message
+    assert "let the endpoint through to /tokenize and /detokenize" in message
+    others = [o for t, o in run.outcomes.items() if t != prompts]
+    assert len(others) > 5, run.output
+    assert all("(test_load_prompts_are_built)" in o.message for o in others), others
+    assert "IG-PROMPTS-UNBUILT" in run.output, run.output  # the verdict's line
