@@ -162,7 +162,7 @@ def test_killed_run_frees_the_lock_is_named_by_the_next_preflight_and_deploy_dow
     assert f"container infergate-node1-{run_id} of infergate run {run_id} (plan lab-moe-tp2" in (
         message
     )
-    down = ["infergate", "down", "--run", run_id, "--inventory", str(TP2)]
+    down = ["infergate", "down", "--run", run_id, "--plan", str(TP2)]
     assert " ".join(down) in message
     assert f"container {FOREIGN} (image" in message  # the foreign one, as before
     command = [str(Path(sys.executable).with_name("infergate")), *down[1:]]
