@@ -444,6 +444,25 @@ CHECKS: dict[str, Entry] = {
         "inference",
         "the model's weights and chat template: compare with a single-node run",
     ),
+    "test_planned_context_is_served": E(
+        "IG-CONTEXT-NOT-SERVED",
+        "inference",
+        "launch with the plan's context flag, or plan the context length the server serves",
+        needs=ENDPOINT_ROOT,
+    ),
+    "test_each_context_rung_completes": E(
+        "IG-CONTEXT-RUNG-FAILED",
+        "inference",
+        "the head's engine log and the kernel lines named; plan a smaller context length",
+        needs=ENDPOINT_ROOT,
+    ),
+    "test_overlapping_requests_at_the_top_complete": E(
+        "IG-CONTEXT-TOP-OVERLAP-FAILED",
+        "inference",
+        "the head's engine log and the kernel lines named; fewer long requests at once "
+        "(--max-num-seqs) or a smaller context length",
+        needs=ENDPOINT_ROOT,
+    ),
     "test_every_request_completes": E(
         "IG-REQUESTS-FAILED",
         "performance",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import ClassVar
@@ -15,7 +15,7 @@ from infergate.engines.container import ContainerSpec, engine_container
 from infergate.engines.labels import PLAN_LABEL, RUN_LABEL
 from infergate.engines.launch import Launch, Start, container_name
 from infergate.engines.ports import Bound, PortSpan
-from infergate.plan.model import EngineKind, Inventory, Node
+from infergate.plan.model import EngineKind, Inventory, Node, flag_value
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -65,6 +65,11 @@ class Engine(ABC):
     def planned_ports(self, inventory: Inventory, node: Node) -> dict[int, Bound]:
         """Every fixed TCP port the engine's processes bind on NODE, as plan_launch starts
         them (what a rank binds on a worker is as fatal there as on the head)."""
+
+    def planned_context(self, flags: Sequence[str]) -> str | None:
+        """The context length FLAGS give the engine, as written (`32768`, `32k`, `-1`): the
+        value of its context_flag; None where they set none."""
+        return flag_value(flags, self.context_flag)
 
     def container(self, inventory: Inventory, node: Node) -> ContainerSpec:
         """NODE's engine container: the launch's, and the in-image probe's."""

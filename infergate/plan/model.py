@@ -237,6 +237,20 @@ class Slo:
 
 
 @dataclass(frozen=True)
+class Ladder:
+    """The long-context ladder: a request at each fraction of the planned context length
+    (else the served one), then `overlapping` at once at the top (docs/context-ladder.md)."""
+
+    enabled: bool = True  # false: the ladder's checks are skipped, naming this key
+    rungs: tuple[float, ...] = (0.25, 0.5, 0.75, 0.95)  # fractions of the context, rising
+    overlapping: int = 2  # requests at once at the top rung; 0: none
+    output_tokens: int = 16  # each answer's length (max_tokens with ignore_eos)
+    # the slowest prefill accepted: a rung's deadline is the request deadline (120 s) plus
+    # its prompt tokens at this rate (docs/context-ladder.md#deadlines)
+    min_prefill_tokens_per_s: float = 200.0
+
+
+@dataclass(frozen=True)
 class Inference:
     """What tests_inference sends and the figures it gates on."""
 
@@ -266,6 +280,7 @@ class Inference:
     thinking: bool = False
     probes: tuple[Probe, ...] = ()
     slo: Slo = Slo()  # per-request objectives: goodput, and its gate
+    ladder: Ladder = Ladder()  # the long-context ladder
 
 
 @dataclass(frozen=True)
@@ -625,6 +640,7 @@ def _inference(data: object, path: str) -> Inference:
         thinking=s.get("thinking", v.boolean, d.thinking),
         probes=s.get("probes", v.list_of(_probe), ()),
         slo=s.get("slo", _slo, Slo()),
+        ladder=s.get("ladder", _ladder, Ladder()),
     )
     s.built(inference)  # the rules between its keys need every key read
     _check_levels(s, inference)
@@ -671,6 +687,34 @@ def _slo(data: object, path: str) -> Slo:
 
 
 _SPREAD = v.number_in(0, 0.99, "")
+
+
+_FRACTION_LIST = v.list_of(v.number_in(0, 1, " (a fraction of the context)", above=True))
+
+
+@v.written_as(_FRACTION_LIST)
+def _fractions(data: object, path: str) -> tuple[float, ...]:
+    """The ladder's rungs: fractions of the context length, rising."""
+    rungs = _FRACTION_LIST(data, path)
+    _rising(rungs, path)
+    return rungs
+
+
+def _ladder(data: object, path: str) -> Ladder:
+    s = v.Section(data, path, keys(Ladder))
+    d = Ladder()
+    ladder = Ladder(
+        enabled=s.get("enabled", v.boolean, d.enabled),
+        rungs=s.get("rungs", _fractions, d.rungs),
+        overlapping=s.get("overlapping", v.int_in(0, 64), d.overlapping),
+        output_tokens=s.get("output_tokens", v.int_in(1, 4096), d.output_tokens),
+        min_prefill_tokens_per_s=s.get(
+            "min_prefill_tokens_per_s",
+            v.number_in(0, 10_000_000, " tokens/s", above=True),
+            d.min_prefill_tokens_per_s,
+        ),
+    )
+    return s.built(ladder)
 
 
 _LEVEL_LIST = v.list_of(v.int_in(1, 4096))

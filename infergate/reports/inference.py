@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.plan.model import Inference, Node
@@ -73,6 +74,7 @@ class Results:
     engine: tuple[EngineSample, ...] = ()
     tool: ToolVersion = field(default_factory=tool_version)
     gates: Gates = Gates()
+    ladder: tuple[RungFigures, ...] = ()  # the long-context ladder's rungs
 
 
 def node_facts(

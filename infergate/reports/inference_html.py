@@ -8,6 +8,7 @@ import html
 from collections.abc import Mapping, Sequence
 
 from infergate.catalogue import WARN, entry
+from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import Distribution, LevelSummary
 from infergate.inference.samples import LevelSamples
 from infergate.reports import plots
@@ -40,6 +41,7 @@ def render_html(results: Results) -> str:
         "<h2>Tokens/s and latency per level</h2>",
         table(_LEVEL_HEADER, [_level_row(s) for s in results.levels]),
         *_pictures(results),
+        _ladder(results.ladder),
         _conformance(results.conformance),
         _nodes(results.nodes),
     ]
@@ -144,6 +146,29 @@ def _level_row(s: LevelSummary) -> list[str]:
     latencies = [*_ms(s.ttft), *_ms(s.tpot), *_ms(s.itl), *_ms(s.e2el)]
     figures = [*latencies, *(f"{r:.1f}" for r in rates), good, str(s.completed)]
     return [html.escape(s.label), *figures, failed]
+
+
+_LADDER_HEADER = ("rung", "planned in", "tokens in", "tokens out", "seconds", "first token s")
+
+
+def _ladder(rungs: Sequence[RungFigures]) -> str:
+    """The long-context ladder's rungs, lowest first (docs/context-ladder.md)."""
+    if not rungs:
+        return ""
+    rows = [
+        [
+            html.escape(r.rung),
+            *(str(n) for n in (r.planned_input_tokens, r.prompt_tokens, r.completion_tokens)),
+            f"{r.seconds:.1f}",
+            "&ndash;" if r.ttft_s is None else f"{r.ttft_s:.2f}",
+            f"{r.tokens_per_s:.1f}",
+            f"<span class={_STATUS_CLASS.get(r.verdict, 'fail')}>{r.verdict}</span>",
+            html.escape(r.said),
+        ]
+        for r in rungs
+    ]
+    header = [*_LADDER_HEADER, "tok/s", "verdict", "why"]
+    return "<h2>Long-context ladder</h2>" + table(header, rows, "checks")
 
 
 def _conformance(outcomes: Sequence[Outcome]) -> str:
