@@ -50,7 +50,8 @@ def kernel_news(found: KernelSince, ran_s: float) -> str:
     if found.log.unreadable:
         return f"unreadable: {found.log.unreadable[:300]}"
     since = found.uptime_s - ran_s - SLACK_S
-    lines = [ln for ln in dict.fromkeys((*found.log.lines, *found.oom)) if _at(ln) >= since]
+    kept = [ln for ln in dict.fromkeys((*found.log.lines, *found.oom)) if _at(ln) >= since]
+    lines = sorted(kept, key=_at)
     if not lines:
         return "nothing"
     return f"{len(lines)} line(s), the last: {' '.join(lines[-1].split())[:240]}"

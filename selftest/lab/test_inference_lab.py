@@ -10,14 +10,22 @@ One server for the module; the test that kills it runs last."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from infergate.inference.client import StreamRecord, get_json, post_json, stream_completion
+from infergate.inference.client import (
+    StreamRecord,
+    call,
+    get_json,
+    post_json,
+    stream_completion,
+)
 from infergate.inference.engine_metrics import parse_prometheus_text
+from infergate.inference.ladder import TEXT_PATH, parse_served_context, text_body
 from infergate.inference.plan import CHAT_PATH
 from infergate.inference.workload import build_prompts, chat_bodies
 from infergate.plan.loader import load_plan
@@ -36,6 +44,15 @@ SERVED = "smollm2-135m"  # inventories/lab.yaml's model.served_name
 PORT = 18433
 CONTAINER = "outside-the-suite"
 MODELS = "test_conformance.py::test_models_lists_the_planned_served_name"
+LADDER = {
+    t: f"test_long_context.py::test_{t}"
+    for t in (
+        "planned_context_is_served",
+        "each_context_rung_completes",
+        "overlapping_requests_at_the_top_complete",
+    )
+}
+RUNGS = ["25%", "50%", "75%", "95%", "95% x2"]
 STREAMS = {
     f"test_conformance.py::test_stream_is_framed_and_ends_with_usage[{p}]" for p in ("chat", "text")
 }
@@ -144,8 +161,22 @@ def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     alts = " ".join(alt for alt, _ in seen.images)
     for picture in PICTURES:
         assert picture in alts, alts
+    ladder_climbed(run, read_results(report / "results.json").ladder, page)
     running = lab.ssh("node1", ["docker", "inspect", "-f", "{{.State.Running}}", CONTAINER])
     assert running.stdout.strip() == "true", "--endpoint must never stop the server"
+
+
+def ladder_climbed(run: SuiteRun, rungs: tuple, page: str) -> None:
+    """The context ladder of the plan's 1024 tokens: every rung passed, its prompt counted
+    as planned by the server, and shown in the report."""
+    assert {LADDER[t].status for t in LADDER} == {"passed"}, run.output
+    assert [r.rung for r in rungs] == RUNGS
+    assert [r.planned_input_tokens for r in rungs] == [256, 512, 768, 972, 972]
+    for r in rungs:
+        assert r.verdict == "passed", r
+        assert abs(r.prompt_tokens - r.planned_input_tokens * r.requests) <= r.requests, r
+        assert r.completion_tokens == 16 * r.requests, r
+    assert "Long-context ladder" in page
 
 
 def scrapes_follow_the_levels(path: Path) -> None:
@@ -283,6 +314,65 @@ def test_repeated_prompt_is_served_from_the_prefix_cache_sooner(server: str):
     assert fresh_hits == [0.0] * PAIRS, seen  # the template's shared prefix is under a block
     assert min(again_hits) >= INPUT_TOKENS, seen  # all three blocks, every time
     assert again < MARGIN * fresh, seen
+
+
+def test_context_planned_beyond_the_served_fails_the_late_rungs(server, pytester, tmp_path):
+    """A plan whose --max-model-len (2048) is more than the server serves (1024): red naming
+    both figures, and the rungs past 1024 tokens fail in the engine's own words."""
+
+    def change(plan: dict) -> None:
+        plan["engine"]["flags"][1] = "2048"  # --max-model-len's value
+
+    run = smoke(pytester, server, "-k", "long_context", inventory=plan_file(tmp_path, change))
+    assert run.red() == set(LADDER.values()), run.output
+    served = run.message(LADDER["planned_context_is_served"])
+    assert "serves a context of 1024 tokens" in served, served
+    assert "2048 tokens, --max-model-len 2048" in served, served
+    rungs = run.message(LADDER["each_context_rung_completes"])
+    assert "rung 25%" not in rungs, rungs
+    for late in ("rung 50% (1024 tokens in", "rung 75% (1536 tokens in", "rung 95% (1945"):
+        assert late in rungs, rungs
+    assert OVER_LENGTH in rungs, rungs
+    assert "engine log meanwhile: none kept (--endpoint" in rungs, rungs
+    assert "node1 (10.251.0.11): nothing" in rungs, rungs
+
+
+# The ladder's unit tests read these answers of the lab's vLLM (selftest/data/ladder/);
+# INFERGATE_RECORD_LADDER=1 writes them afresh from the lab
+LADDER_DATA = Path(__file__).parents[1] / "data" / "ladder"
+OVER_LENGTH = "maximum context length is 1024 tokens"
+
+
+def test_ladder_answers_are_as_recorded(server):
+    """vLLM 0.32 counts a text prompt as its own /tokenize does, answers with the usage the
+    ladder reads, lists max_model_len, and refuses a prompt past it in words the unit tests
+    have recorded."""
+    prompt = build_prompts(server, SERVED, 1, 256, 16, 0.0, seed=5)[0]
+    body = text_body(SERVED, prompt.text, 16)
+    streamed = stream_completion(f"{server}/v1", TEXT_PATH, body, 120)
+    over = call(
+        "POST", f"{server}/v1", TEXT_PATH, json.dumps({**body, "prompt": prompt.text * 5}), 60
+    )
+    models = call("GET", f"{server}/v1", "/models", None, 30)
+    answers = {
+        "vllm-text-stream-256.sse": streamed.raw,
+        "vllm-over-length.txt": f"{json.dumps(over.body)}\n{over.status}\n",
+        "vllm-models-smollm2.json": json.dumps(models.body) + "\n",
+    }
+    if os.environ.get("INFERGATE_RECORD_LADDER"):
+        for name, text in answers.items():
+            (LADDER_DATA / name).write_text(text)
+    assert streamed.ok, streamed.error
+    assert streamed.usage, streamed.raw
+    assert streamed.usage["prompt_tokens"] == prompt.input_tokens == 256
+    assert streamed.usage["completion_tokens"] == 16
+    assert over.status == 400, over
+    assert OVER_LENGTH in json.dumps(over.body), over
+    assert parse_served_context(models.body, SERVED) == 1024
+    for name in answers:  # the recorded ones say the same
+        assert (LADDER_DATA / name).is_file(), name
+    recorded = (LADDER_DATA / "vllm-over-length.txt").read_text()
+    assert OVER_LENGTH in recorded
 
 
 # The server is killed at a fixed point of the sweep, after its warm-up and first level
