@@ -63,7 +63,8 @@ def short_sweep(plan: dict, concurrency: Sequence[int] = (1, SHORT)) -> None:
     """SHORT requests of 16 tokens a level: every output and picture of the report in CI's
     time; where a defect shows in any level, a longer sweep only costs time."""
     sweep = {"concurrency": list(concurrency), "requests_per_level": SHORT, "output_tokens": 16}
-    plan["inference"].update(sweep)
+    # the context ladder is climbed in one run alone (test_inference_lab.py): CI's time
+    plan["inference"].update(sweep, ladder={"enabled": False})
 
 
 def suite_args(pytester: pytest.Pytester, *args: str) -> list[str]:

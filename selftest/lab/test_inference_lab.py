@@ -126,6 +126,7 @@ PICTURES = (  # words of the report's pictures' alt texts
 def test_external_endpoint_green_with_a_report(server, pytester, lab, tmp_path):
     def change(plan: dict) -> None:  # an SLO any server that answers meets: the gate runs green
         short_sweep(plan)
+        plan["inference"]["ladder"] = {"enabled": True}  # its 5 rungs of 1024 tokens: ~20 s
         slo = {"e2e_ms": 600000, "min_goodput_fraction": 1}
         plan["inference"].update(slo=slo, request_rates=[4])
 
@@ -323,7 +324,8 @@ def test_context_planned_beyond_the_served_fails_the_late_rungs(server, pytester
     def change(plan: dict) -> None:
         plan["engine"]["flags"][1] = "2048"  # --max-model-len's value
 
-    run = smoke(pytester, server, "-k", "long_context", inventory=plan_file(tmp_path, change))
+    plan = plan_file(tmp_path, change, base=LAB_PLAN)
+    run = smoke(pytester, server, "-k", "long_context", inventory=plan)
     assert run.red() == set(LADDER.values()), run.output
     served = run.message(LADDER["planned_context_is_served"])
     assert "serves a context of 1024 tokens" in served, served
