@@ -221,9 +221,10 @@ class RungFigures:
     ttft_s: float | None
     verdict: str  # passed | failed
     said: str = ""
+    context: str = ""  # the context length climbed, and where it came from
 
 
-def figures_of(run: RungRun) -> RungFigures:
+def figures_of(run: RungRun, context: Context | None = None) -> RungFigures:
     usages = [r.usage or {} for r in run.records]
     tokens_in = sum(u.get("prompt_tokens") or 0 for u in usages if isinstance(u, dict))
     tokens_out = sum(u.get("completion_tokens") or 0 for u in usages if isinstance(u, dict))
@@ -237,6 +238,7 @@ def figures_of(run: RungRun) -> RungFigures:
         max(ttfts) if ttfts else None,
         "failed" if problems else "passed",
         problems[0].found if problems else "",
+        f"{context.tokens} tokens, {context.source}" if context else "",
     )
 
 

@@ -168,7 +168,8 @@ def _ladder(rungs: Sequence[RungFigures]) -> str:
         for r in rungs
     ]
     header = [*_LADDER_HEADER, "tok/s", "verdict", "why"]
-    return "<h2>Long-context ladder</h2>" + table(header, rows, "checks")
+    context = f"<p>Context climbed: {html.escape(rungs[0].context)}" if rungs[0].context else ""
+    return "<h2>Long-context ladder</h2>" + context + table(header, rows, "checks")
 
 
 def _conformance(outcomes: Sequence[Outcome]) -> str:

@@ -173,6 +173,7 @@ def ladder_climbed(run: SuiteRun, rungs: tuple, page: str) -> None:
     assert {LADDER[t].status for t in LADDER} == {"passed"}, run.output
     assert [r.rung for r in rungs] == RUNGS
     assert [r.planned_input_tokens for r in rungs] == [256, 512, 768, 972, 972]
+    assert rungs[0].context == "1024 tokens, --max-model-len 1024 (engine.flags)"
     for r in rungs:
         assert r.verdict == "passed", r
         assert abs(r.prompt_tokens - r.planned_input_tokens * r.requests) <= r.requests, r

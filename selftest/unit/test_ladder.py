@@ -198,7 +198,8 @@ def test_kernel_lines_since_the_rung_began_and_a_reboot() -> None:
 def test_rungs_go_into_results_json_and_report_html(replay: str, tmp_path: Path) -> None:
     ok = RungRun(Rung(0.25, 256, 16), (answer(replay, "ok"),), 2.0)
     over = RungRun(Rung(0.5, 1024, 16), (answer(replay, "over"),), 0.1)
-    rungs = (figures_of(ok), figures_of(over))
+    context = Context(1024, "--max-model-len 1024 (engine.flags)")
+    rungs = (figures_of(ok, context), figures_of(over, context))
     results = Results(ReportMeta("lab", "http://h/v1", "m", "now"), (), ladder=rungs)
     path = tmp_path / "results.json"
     path.write_text(render_json(results))
@@ -206,3 +207,4 @@ def test_rungs_go_into_results_json_and_report_html(replay: str, tmp_path: Path)
     page = render_html(results)
     assert "<h2>Long-context ladder</h2>" in page
     assert "maximum context length is 1024 tokens" in page
+    assert "Context climbed: 1024 tokens, --max-model-len 1024 (engine.flags)" in page
