@@ -21,8 +21,11 @@ from infergate.remote.fanout import each
 DUMP_S = 15  # one dump: a non-blocking one reads a hung process in well under a second
 LAST_LINES = 50  # of each node's log, beside its stacks
 NONE = "### no py-spy"  # the dump script's answer where it finds no py-spy
-ON_HOST = "py-spy ran on the node as root against the container's host pids (docker top)"
-INSIDE = "py-spy ran inside the container (docker exec) against its own pids"
+ON_HOST, INSIDE = "on the node", "in its container"  # where the dump ran
+HOW = {
+    ON_HOST: "py-spy ran on the node, as root, against the container's host pids (docker top)",
+    INSIDE: "py-spy ran inside the container (docker exec) against its own pids",
+}
 INSTALL = (
     "install py-spy where the dump can run it: `sudo pip install py-spy` on the node "
     "(x86_64 and aarch64 wheels: a DGX Spark takes the same command; the dump needs root "
@@ -55,7 +58,7 @@ def node_stacks(s: LaunchState, node: str) -> list[str]:
         tried = [(ON_HOST, on_host(s, node, pids))]
         if not dumped(tried[0][1]):
             tried.append((INSIDE, in_container(s, node)))
-        stacks = keep(s, node, "".join(f"# {how}\n{text}" for how, text in tried))
+        stacks = keep(s, node, "".join(f"# {HOW[how]}\n{text}" for how, text in tried))
     except Exception as e:  # the launch's own failure must still be told
         return [f"{s.where(node)}: no stacks taken: {s.hide(str(e))}"]
     dumps = [parse_py_spy_dump(pid, d) for pid, d in split_dumps(tried[-1][1]).items()]
@@ -92,7 +95,8 @@ def keep(s: LaunchState, node: str, stacks: str) -> str:
 
 def no_stacks(where: str, tried: list[tuple[str, str]]) -> str:
     """Why no Python process of the node was dumped, wherever the dump was tried."""
-    return f"{where}: no stacks taken ({'; '.join(said(t) for _, t in tried)}); {INSTALL}"
+    found = "; ".join(f"{how}: {said(text)}" for how, text in tried)
+    return f"{where}: no stacks taken ({found}); {INSTALL}"
 
 
 def said(text: str) -> str:

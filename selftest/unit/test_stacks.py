@@ -1,0 +1,95 @@
+"""The reader of `py-spy dump` and the judge of where a hung rank waits, on real dumps.
+
+Sources (selftest/data/py-spy/, README rows): local-*.txt are the forensics' own dump script
+(infergate.deploy.forensics.HOST) run on this project's machine, against a Python process
+blocked in `socket.accept` and a `sleep`, and with no py-spy on the PATH.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infergate.deploy.failure import failure_text
+from infergate.deploy.forensics import INSIDE, INSTALL, ON_HOST, no_stacks
+from infergate.deploy.stacks import (
+    Frame,
+    main_thread,
+    parse_py_spy_dump,
+    rank_lines,
+    split_dumps,
+    title,
+    waiting_in,
+)
+from infergate.deploy.watch import NodeWatch
+from infergate.engines.registry import plan_launch
+from infergate.fixtures.inventory import load_inventory
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data" / "py-spy"
+
+
+def dumps_of(name: str) -> dict[int, str]:
+    return split_dumps((DATA / name).read_text())
+
+
+def test_script_output_splits_into_one_dump_per_pid():
+    dumps = dumps_of("local-socket-accept.txt")
+    assert list(dumps) == [14300, 14301]
+    assert dumps[14300].startswith("Process 14300: ")
+    assert dumps[14301] == "Error: Failed to find python version from target process\n"
+
+
+def test_dump_parses_threads_and_frames_innermost_first():
+    dump = parse_py_spy_dump(14300, dumps_of("local-socket-accept.txt")[14300])
+    assert dump.command == "/root/.pyenv/versions/3.11.7/bin/python3 srv.py"
+    assert [(t.tid, t.state, t.name) for t in dump.threads] == [
+        ("14300", "idle", "MainThread"),
+        ("14387", "idle", "heartbeat"),
+    ]
+    assert dump.threads[0].frames == (
+        Frame("socket.accept", "socket.py", 294),
+        Frame("<module>", "srv.py", 7),
+    )
+    assert dump.threads[1].frames[-1] == Frame("Thread._bootstrap", "threading.py", 1002)
+
+
+def test_a_process_that_is_not_python_is_py_spys_error():
+    dump = parse_py_spy_dump(14301, dumps_of("local-socket-accept.txt")[14301])
+    assert dump.error == "Error: Failed to find python version from target process"
+    assert dump.threads == ()
+    assert waiting_in(dump) is None
+
+
+def test_the_wait_skips_generic_frames_of_the_main_thread():
+    dump = parse_py_spy_dump(14300, dumps_of("local-socket-accept.txt")[14300])
+    assert main_thread(dump) is dump.threads[0]
+    assert waiting_in(dump) == Frame("<module>", "srv.py", 7)
+    assert title(dump) == "/root/.pyenv/versions/3.11.7/bin/python3 srv.py"
+
+
+def test_rank_lines_name_the_node_the_process_and_point_at_the_stacks():
+    dumps = [parse_py_spy_dump(p, d) for p, d in dumps_of("local-socket-accept.txt").items()]
+    lines = rank_lines("node1 (10.251.0.11)", dumps, "evidence/node1/stacks.txt")
+    assert lines == [
+        "node1 (10.251.0.11) pid 14300 /root/.pyenv/versions/3.11.7/bin/python3 srv.py: "
+        "waiting in <module> (srv.py:7); stacks: evidence/node1/stacks.txt"
+    ]
+
+
+def test_no_py_spy_anywhere_says_so_with_the_install_command():
+    none = (DATA / "local-no-py-spy.txt").read_text()
+    line = no_stacks("node2 (10.251.0.12)", [(ON_HOST, none), (INSIDE, none)])
+    found = "on the node: no py-spy; in its container: no py-spy"
+    assert line == f"node2 (10.251.0.12): no stacks taken ({found}); {INSTALL}"
+    assert "`sudo pip install py-spy` on the node" in INSTALL
+    assert "aarch64" in INSTALL
+
+
+def test_the_failure_lists_where_each_process_waits_before_the_tails():
+    launch = plan_launch(load_inventory(ROOT / "inventories" / "lab-moe-tp2.yaml"), "r1")
+    stacks = ["node1 (10.251.0.11) pid 7: waiting in f (x.py:1); stacks: evidence/node1/s"]
+    where = {"node1": "node1 (10.251.0.11)", "node2": "node2 (10.251.0.12)"}
+    watches = {n: NodeWatch(c, started=True, state="running") for n, c in launch.containers.items()}
+    text = failure_text(launch, watches, where, {}, "distributed init", 60.0, None, stacks)
+    assert "where each process waits (py-spy):\n  node1 (10.251.0.11) pid 7: waiting" in text
+    assert text.index("(py-spy)") < text.index("--- node1 (10.251.0.11)")
