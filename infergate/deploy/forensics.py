@@ -10,6 +10,7 @@ it (docs/forensics.md).
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Sequence
 
 from infergate.deploy.news import processes
@@ -54,11 +55,13 @@ def take_stacks(s: LaunchState) -> list[str]:
 def node_stacks(s: LaunchState, node: str) -> list[str]:
     """NODE's dumps, from the node, else from inside its container; kept and judged."""
     try:
+        began = time.monotonic()
         pids = [p.pid for p in processes(s, node)]
         tried = [(ON_HOST, on_host(s, node, pids))]
         if not dumped(tried[0][1]):
             tried.append((INSIDE, in_container(s, node)))
-        stacks = keep(s, node, "".join(f"# {HOW[how]}\n{text}" for how, text in tried))
+        took = f"# {len(pids)} process(es) in {time.monotonic() - began:.1f} s\n"
+        stacks = keep(s, node, took + "".join(f"# {HOW[how]}\n{t}" for how, t in tried))
     except Exception as e:  # the launch's own failure must still be told
         return [f"{s.where(node)}: no stacks taken: {s.hide(str(e))}"]
     dumps = [parse_py_spy_dump(pid, d) for pid, d in split_dumps(tried[-1][1]).items()]
