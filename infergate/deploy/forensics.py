@@ -20,6 +20,7 @@ from infergate.plan.secrets import private_dir, write_private
 from infergate.remote.fanout import each
 
 DUMP_S = 15  # one dump: a non-blocking one reads a hung process in well under a second
+NODE_S = 120.0  # all of a node's dumps: within the run's end budget (timeouts.AFTER_LAUNCH_S)
 LAST_LINES = 50  # of each node's log, beside its stacks
 NONE = "### no py-spy"  # the dump script's answer where it finds no py-spy
 ON_HOST, INSIDE = "on the node", "in its container"  # where the dump ran
@@ -71,7 +72,7 @@ def node_stacks(s: LaunchState, node: str) -> list[str]:
 def on_host(s: LaunchState, node: str, pids: Sequence[int]) -> str:
     """The dump script on NODE itself, over its shell, for the container's host PIDS."""
     command = f"sh -c {shlex.quote(HOST)} sh {' '.join(str(p) for p in pids)}"
-    return s.io(node, command, DUMP_S * (len(pids) + 1)).stdout
+    return s.io(node, command, min(DUMP_S * (len(pids) + 1), NODE_S)).stdout
 
 
 def in_container(s: LaunchState, node: str) -> str:
