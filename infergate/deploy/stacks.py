@@ -98,13 +98,27 @@ def waiting_in(dump: Dump) -> Frame | None:
     thread = main_thread(dump)
     if thread is None:
         return None
-    useful = [f for f in thread.frames if not any(g in _where(f) for g in GENERIC)]
-    meant = [f for f in useful if any(p in f.file for p in WAIT_PACKAGES)]
-    return next(iter(meant + useful), None)
+    useful = [f for f in thread.frames if not any(g in f"{f.file} {f.function}" for g in GENERIC)]
+    return next(iter([f for f in useful if meant(f)] + useful), None)
 
 
-def _where(frame: Frame) -> str:
-    return f"{frame.file} {frame.function}"
+def caller(dump: Dump, frame: Frame) -> Frame | None:
+    """The innermost frame outside FRAME's package that leads to it (the engine's step that
+    waits in torch.distributed), past decorators' wrappers."""
+    thread = main_thread(dump)
+    frames = thread.frames if thread else ()
+    outer = frames[frames.index(frame) + 1 :] if frame in frames else ()
+    own = package(frame)
+    return next((f for f in outer if package(f) != own and "<locals>" not in f.function), None)
+
+
+def package(frame: Frame) -> str:
+    return next((p for p in WAIT_PACKAGES if p in frame.file), frame.file)
+
+
+def meant(frame: Frame) -> bool:
+    """Whether FRAME is torch.distributed's, a collective library's or the engine's."""
+    return any(p in frame.file for p in WAIT_PACKAGES)
 
 
 def title(dump: Dump) -> str:
@@ -115,13 +129,14 @@ def title(dump: Dump) -> str:
 
 
 def rank_lines(where: str, dumps: list[Dump], stacks: str) -> list[str]:
-    """One line per Python process of a node: where its main thread waits; STACKS: where
-    the whole dumps are."""
+    """One line per rank (a Python process waiting in WAIT_PACKAGES; every Python process
+    where none does): where its main thread waits; STACKS: where the whole dumps are."""
+    judged = [(d, waiting_in(d)) for d in dumps if not d.error]
+    ranks = [(d, f) for d, f in judged if f and meant(f)] or judged
     lines = []
-    for dump in dumps:
-        if dump.error:
-            continue
-        frame = waiting_in(dump)
+    for dump, frame in ranks:
         said = f"waiting in {frame}" if frame else "no Python frame on its main thread"
+        if frame and (called := caller(dump, frame)):
+            said += f", called from {called}"
         lines.append(f"{where} pid {dump.pid} {title(dump)}: {said}; stacks: {stacks}")
     return lines

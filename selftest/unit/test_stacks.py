@@ -2,7 +2,8 @@
 
 Sources (selftest/data/py-spy/, README rows): local-*.txt are the forensics' own dump script
 (infergate.deploy.forensics.HOST) run on this project's machine, against a Python process
-blocked in `socket.accept` and a `sleep`, and with no py-spy on the PATH.
+blocked in `socket.accept` and a `sleep`, against torch 2.13's `init_process_group` of rank 0
+of 2 with no rank 1 (gloo, a TCP store on 127.0.0.1), and with no py-spy on the PATH.
 """
 
 from __future__ import annotations
@@ -93,3 +94,15 @@ def test_the_failure_lists_where_each_process_waits_before_the_tails():
     text = failure_text(launch, watches, where, {}, "distributed init", 60.0, None, stacks)
     assert "where each process waits (py-spy):\n  node1 (10.251.0.11) pid 7: waiting" in text
     assert text.index("(py-spy)") < text.index("--- node1 (10.251.0.11)")
+
+
+def test_a_rank_alone_waits_in_the_store_called_from_its_caller():
+    ((pid, text),) = dumps_of("local-torch-rendezvous-rank0-alone.txt").items()
+    dump = parse_py_spy_dump(pid, text)
+    assert waiting_in(dump) == Frame("_create_c10d_store", "torch/distributed/rendezvous.py", 199)
+    lines = rank_lines("node1 (10.251.0.11)", [dump], "evidence/node1/stacks.txt")
+    assert lines == [
+        f"node1 (10.251.0.11) pid {pid} /tmp/torchvenv/bin/python hang.py: waiting in "
+        "_create_c10d_store (torch/distributed/rendezvous.py:199), called from <module> "
+        "(hang.py:2); stacks: evidence/node1/stacks.txt"
+    ]
