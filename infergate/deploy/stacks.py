@@ -59,7 +59,9 @@ def parse_py_spy_dump(pid: int, text: str) -> Dump:
     lines = text.splitlines()
     head = next((m for ln in lines if (m := _PROCESS.match(ln))), None)
     if head is None:
-        return Dump(pid, error=" ".join(ln.strip() for ln in lines if ln.strip()))
+        # its cause, without the Rust backtrace that RUST_BACKTRACE=1 adds
+        said = lines[: lines.index("Stack backtrace:")] if "Stack backtrace:" in lines else lines
+        return Dump(pid, error=" ".join(ln.strip() for ln in said if ln.strip()))
     threads: list[tuple[tuple[str, str, str], list[Frame]]] = []
     for line in lines:
         if found := _THREAD.match(line):

@@ -1,9 +1,10 @@
 """The reader of `py-spy dump` and the judge of where a hung rank waits, on real dumps.
 
 Sources (selftest/data/py-spy/, README rows): local-*.txt are the forensics' own dump script
-(infergate.deploy.forensics.HOST) run on this project's machine, against a Python process
-blocked in `socket.accept` and a `sleep`, against torch 2.13's `init_process_group` of rank 0
-of 2 with no rank 1 (gloo, a TCP store on 127.0.0.1), and with no py-spy on the PATH.
+(infergate.deploy.forensics.HOST) run on this project's machine: against a Python process
+blocked in `socket.accept` and a `sleep`; against torch 2.13's `init_process_group` of rank 0
+of 2 with no rank 1 (gloo, a TCP store on 127.0.0.1); against a pid that is gone
+(RUST_BACKTRACE=1); and with no py-spy on the PATH.
 """
 
 from __future__ import annotations
@@ -106,3 +107,14 @@ def test_a_rank_alone_waits_in_the_store_called_from_its_caller():
         "_create_c10d_store (torch/distributed/rendezvous.py:199), called from <module> "
         "(hang.py:2); stacks: evidence/node1/stacks.txt"
     ]
+
+
+def test_a_process_gone_before_its_dump_is_said_in_one_line_without_the_backtrace():
+    ((pid, text),) = dumps_of("local-process-gone.txt").items()
+    dump = parse_py_spy_dump(pid, text)
+    assert dump.error == (
+        "Error: Failed to get process executable name. Check that the process is running. "
+        "Caused by: 0: No such file or directory (os error 2) "
+        "1: No such file or directory (os error 2)"
+    )
+    assert rank_lines("node1 (10.251.0.11)", [dump], "evidence/node1/stacks.txt") == []
