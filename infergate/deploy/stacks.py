@@ -11,9 +11,14 @@ import re
 from dataclasses import dataclass
 
 # where a hung rank's wait means something: the rendezvous, the collectives, the engine
-WAIT_PACKAGES = ("torch/distributed/", "gloo", "nccl", "vllm/", "sglang/")
-# frames that only wait for whatever called them
-GENERIC = ("threading.py", "selectors.py", "queue.py", "socket.py", "asyncio/", "time.sleep")
+LIBRARIES = ("torch/distributed/", "gloo", "nccl")
+ENGINES = ("vllm/", "sglang/")
+WAIT_PACKAGES = (*LIBRARIES, *ENGINES)
+# frames that only wait for, or pass on, whatever called them
+GENERIC = (
+    *("threading.py", "selectors.py", "queue.py", "socket.py", "asyncio/", "time.sleep"),
+    *("contextlib.py", "functools.py", "<frozen "),
+)
 MARK = "### pid "  # the dump script's line before each process's dump
 
 _PROCESS = re.compile(r"^Process (\d+): (.*)$")
@@ -105,13 +110,21 @@ def waiting_in(dump: Dump) -> Frame | None:
 
 
 def caller(dump: Dump, frame: Frame) -> Frame | None:
-    """The innermost frame outside FRAME's package that leads to it (the engine's step that
-    waits in torch.distributed), past decorators' wrappers."""
+    """For a FRAME in a library's package, the innermost frame outside it that leads there
+    (the engine's step that waits in torch.distributed), past wrappers and GENERIC ones."""
     thread = main_thread(dump)
-    frames = thread.frames if thread else ()
-    outer = frames[frames.index(frame) + 1 :] if frame in frames else ()
     own = package(frame)
-    return next((f for f in outer if package(f) != own and "<locals>" not in f.function), None)
+    if thread is None or own not in LIBRARIES or frame not in thread.frames:
+        return None
+    outer = thread.frames[thread.frames.index(frame) + 1 :]
+    return next((f for f in outer if package(f) != own and not passes(f)), None)
+
+
+def passes(frame: Frame) -> bool:
+    """Whether FRAME only passes the call on: a decorator's wrapper, or a GENERIC frame."""
+    return "<locals>" in frame.function or any(
+        g in f"{frame.file} {frame.function}" for g in GENERIC
+    )
 
 
 def package(frame: Frame) -> str:
@@ -125,9 +138,16 @@ def meant(frame: Frame) -> bool:
 
 def title(dump: Dump) -> str:
     """How a process calls itself: its title where it set one (`VLLM::Worker_TP1`), else
-    its command line's start."""
-    first = dump.command.split(" ", 1)[0]
-    return first if "::" in first else dump.command[:60]
+    its command line's first words after the interpreter, paths by their last part.
+
+    Sample: ``/opt/venv/bin/python3 /opt/venv/bin/vllm serve /srv/models/m ...`` is
+    ``vllm serve m``."""
+    words = dump.command.split()
+    if words and "::" in words[0]:
+        return words[0]
+    if words and words[0].rsplit("/", 1)[-1].startswith("python"):
+        words = words[1:]
+    return " ".join(w.rstrip("/").rsplit("/", 1)[-1] for w in words[:3])
 
 
 def rank_lines(where: str, dumps: list[Dump], stacks: str) -> list[str]:
