@@ -142,3 +142,24 @@ def test_a_vllm_launch_still_starting_names_each_process_by_its_step():
     assert waiting_in(headless) == Frame(
         "WorkerProc.wait_for_ready", "vllm/v1/executor/multiproc_executor.py", 799
     )
+
+
+def test_sglang_ranks_hung_in_group_creation_are_named_with_their_callers():
+    """Both schedulers hang in torch's process group creation, called from SGLang's own
+    init_distributed_environment; the launcher (SGLang's) waits for them; the resource
+    tracker and the detokenizer, waiting in none of those, get no line."""
+    for node, rank in (("node1", 0), ("node2", 1)):
+        text = (DATA / f"sglang-tp2-init-hang-{node}.txt").read_text()
+        dumps = [parse_py_spy_dump(pid, d) for pid, d in split_dumps(text).items()]
+        where, stacks = f"{node} (addr)", f"evidence/{node}/stacks.txt"
+        lines = rank_lines(where, dumps, stacks)
+        scheduler = next(ln for ln in lines if f"sglang::scheduler_TP{rank}" in ln)
+        assert scheduler.endswith(
+            "waiting in _new_process_group_helper (torch/distributed/distributed_c10d.py:2169), "
+            "called from init_distributed_environment (distributed/parallel_state.py:2517); "
+            f"stacks: {stacks}"
+        ), scheduler
+        assert [ln.split(": ", 1)[0] for ln in lines] == [
+            f"{where} pid {dumps[0].pid} -m sglang.launch_server --model-path",
+            f"{where} pid {dumps[2].pid} sglang::scheduler_TP{rank}",
+        ]
