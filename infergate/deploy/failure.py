@@ -7,6 +7,7 @@ Pure: it reads what the watch saw (watch.py's `NodeWatch`) and says it; the laun
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from infergate.deploy.watch import NodeWatch, error_lines, last_said, missing
@@ -29,13 +30,17 @@ def failure_text(
     at: str,
     elapsed_s: float,
     evidence: Path | None,
+    stacks: Sequence[str] = (),
 ) -> str:
     """The whole message: the heading (the gate it stopped at, when), each node's problems
-    (with the nodes still behind the first milestone not every node reached), the tails."""
+    (with the nodes still behind the first milestone not every node reached), where each
+    rank waits (STACKS, forensics.py), the tails."""
     problems = {**problems, **behind(launch, watches, problems)}
     heading = f"launch of {launch.engine} (run {launch.run_id}) failed"
     text = [f"{heading}{f' at `{at}`' if at else ''} after {elapsed_s:.1f} s:"]
     text += [describe_all(where[n], p) for n, p in problems.items()]
+    if stacks:
+        text += ["where each process waits (py-spy):", *[f"  {line}" for line in stacks]]
     text.append(tails(watches, where))
     if evidence:
         text.append(f"evidence: {evidence}")

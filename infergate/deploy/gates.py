@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from infergate.deploy.api import HttpAnswer
 from infergate.deploy.failure import logs_remedy, missed
+from infergate.deploy.forensics import take_stacks
 from infergate.deploy.news import beat, judge_oom, refresh
 from infergate.deploy.state import LaunchState
 from infergate.deploy.watch import missing, parse_ray_status
@@ -36,7 +37,10 @@ def wait_for(s: LaunchState, gate: Gate) -> None:
     except WaitTimedOut as e:
         # a rank the kernel killed is silent: say why
         judge_oom(s)
-        s.fail(missed(gate, s.watches, s.head, e.last, s.elapsed()), gate.name)
+        at_s = s.elapsed()
+        problems = missed(gate, s.watches, s.head, e.last, at_s)
+        # before the teardown: where each rank hangs (forensics.py)
+        s.fail(problems, gate.name, take_stacks(s), at_s)
 
 
 @dataclass

@@ -8,7 +8,7 @@ has passed through `hide` (vLLM logs its arguments, the API key among them).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn, Protocol
@@ -114,12 +114,19 @@ class LaunchState:
         """GET a path of the head's API, with the key."""
         return http_get(self.launch.endpoint + path, timeout_s, self.api_key, self.ca_bundle)
 
-    def fail(self, problems: dict[str, list[Problem]], at: str = "") -> NoReturn:
-        """Stop the launch: PROBLEMS per node, at the gate AT, with every node's tail."""
+    def fail(
+        self,
+        problems: dict[str, list[Problem]],
+        at: str = "",
+        stacks: Sequence[str] = (),
+        at_s: float | None = None,
+    ) -> NoReturn:
+        """Stop the launch: PROBLEMS per node, at the gate AT (AT_S: when it was found),
+        with where each rank waits (STACKS) and every node's tail."""
         where = {n: self.where(n) for n in self.nodes}
-        elapsed_s = self.elapsed()
+        elapsed_s = self.elapsed() if at_s is None else at_s
         text = failure_text(
-            self.launch, self.watches, where, problems, at, elapsed_s, self.evidence
+            self.launch, self.watches, where, problems, at, elapsed_s, self.evidence, stacks
         )
         raise LaunchFailed(self.hide(text))
 

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 import docker as docker_py
 
-from infergate_lab import build, docker, faults, namespaces, net, sshd, teardown
+from infergate_lab import build, docker, faults, namespaces, net, pyspy, sshd, teardown
 from infergate_lab import layout as L
 from infergate_lab.cgroups import Cgroups
 from infergate_lab.layout import NodeSpec
@@ -87,6 +87,7 @@ class Lab:
         net.ensure_kernel_room(state, n)
         for spec in specs:
             self._ensure_node(state, spec)
+        pyspy.ensure_py_spy(specs, self.say)  # for the deploy's hang forensics
         build.start_services(state, self.cgroups, specs, self.say)
         build.write_client_files(specs)
         self.say(f"lab up: {n} node(s), {mode_words(docker)}, inventory {L.INVENTORY_FILE}")

@@ -27,6 +27,7 @@ from selftest.lab.test_deploy_lab import (
     short_sweep,
     suite_args,
 )
+from selftest.lab.test_forensics_lab import stacks_named
 from selftest.suite import ROOT, SuiteRun, run_folder_in, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
@@ -157,6 +158,7 @@ def test_rendezvous_hang_after_the_store_is_named_before_launch_and_within_the_d
     assert INIT_BEGAN_REMEDY in message
     assert "Init parallel begin." in message  # the tails show how far each rank got
     assert 60 <= detected_after(message) < 60 + 5
+    stacks_named(message)  # the hang forensics
     assert run_containers(engine_lab) == {}
 
 

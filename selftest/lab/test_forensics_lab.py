@@ -1,0 +1,66 @@
+"""Hang forensics for real (issue 29 part 4): the firewall-after-rendezvous fault on both
+nodes hangs the lab's TP 2 vLLM launch inside torch.distributed's init; before the teardown
+every process of both nodes' containers is dumped with py-spy (the lab puts it in each node's
+~/.local/bin), the stacks and last log lines land under evidence/NODE/, the failure names the
+frame each rank waits in, and nothing is left running. SGLang's is test_sglang_lab's hang."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from selftest.lab.test_deploy_lab import (
+    NODES,
+    deploy,
+    detected_after,
+    launch_failure,
+    plan_file,
+    run_containers,
+)
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
+
+# the plan's init deadline here: past the ranks' start-up (still importing at 30 s on this
+# 2-core AVX2 machine), before the engine's own timeout gives up on the hang (raised to 600 s)
+DIST_INIT_S = 90
+
+
+def hangs_longer(plan: dict) -> None:
+    """The init deadline DIST_INIT_S, and vLLM's own --distributed-timeout-seconds 600."""
+    plan["thresholds"]["dist_init_timeout_s"] = DIST_INIT_S
+    flags = plan["engine"]["flags"]
+    flags[flags.index("--distributed-timeout-seconds") + 1] = "600"
+
+
+WHERE = {"node1": "node1 (10.251.0.11)", "node2": "node2 (10.251.0.12)"}
+
+
+def stacks_named(message: str) -> None:
+    """Each node's stacks and last lines kept in the evidence the message names, and its
+    ranks' frames named, pointing there."""
+    found = re.search(r"^evidence: (.+)$", message, re.MULTILINE)
+    assert found, message
+    evidence = Path(found.group(1))
+    for node in NODES:
+        stacks = (evidence / node / "stacks.txt").read_text()
+        assert "# py-spy ran on the node, as root, against the container's host pids" in stacks
+        assert '"MainThread"' in stacks, stacks
+        assert (evidence / node / "last-lines.txt").read_text().strip()
+        rank = f"{WHERE[node]} pid "
+        named = [ln for ln in message.splitlines() if ln.strip().startswith(rank)]
+        assert any("waiting in " in ln and "torch/distributed/" in ln for ln in named), message
+        assert all(ln.endswith(f"stacks: evidence/{node}/stacks.txt") for ln in named), named
+
+
+def test_vllm_hang_at_init_names_the_frame_each_rank_waits_in(engine_lab, pytester, tmp_path):
+    for node in NODES:
+        engine_lab.apply_fault("firewall-after-rendezvous", node, "29501")
+    plan = plan_file(tmp_path, hangs_longer)
+    message = launch_failure(deploy(pytester, plan))
+    assert "failed at `distributed init`" in message, message
+    assert "where each process waits (py-spy):" in message
+    stacks_named(message)
+    assert DIST_INIT_S <= detected_after(message) < DIST_INIT_S + 5
+    assert run_containers(engine_lab) == {}
