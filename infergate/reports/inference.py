@@ -73,6 +73,9 @@ class Results:
     engine: tuple[EngineSample, ...] = ()
     tool: ToolVersion = field(default_factory=tool_version)
     gates: Gates = Gates()
+    # per prompt, against the reference (inference.parity): infergate.inference.parity's
+    # Comparison.as_dict() and `passed`
+    parity: tuple[Mapping[str, object], ...] = ()
 
 
 def node_facts(

@@ -40,6 +40,7 @@ def render_html(results: Results) -> str:
         "<h2>Tokens/s and latency per level</h2>",
         table(_LEVEL_HEADER, [_level_row(s) for s in results.levels]),
         *_pictures(results),
+        _parity(results.parity),
         _conformance(results.conformance),
         _nodes(results.nodes),
     ]
@@ -144,6 +145,33 @@ def _level_row(s: LevelSummary) -> list[str]:
     latencies = [*_ms(s.ttft), *_ms(s.tpot), *_ms(s.itl), *_ms(s.e2el)]
     figures = [*latencies, *(f"{r:.1f}" for r in rates), good, str(s.completed)]
     return [html.escape(s.label), *figures, failed]
+
+
+_PARITY_HEADER = (
+    *("prompt", "matched / total", "first divergence", "reference token", "served token"),
+    *("max drift", "verdict"),
+)
+
+
+def _parity(rows: Sequence[Mapping[str, object]]) -> str:
+    """Each prompt against the reference (inference.parity); none where it was not judged."""
+    if not rows:
+        return ""
+    e = html.escape
+    cells = [
+        [
+            e(str(r["prompt"])),
+            f"{r['matched']} / {r['total']}",
+            "&ndash;" if r["reference_token"] is None else str(r["matched"]),
+            e(repr(r["reference_token"])) if r["reference_token"] is not None else "&ndash;",
+            e(repr(r["served_token"])) if r["served_token"] is not None else "&ndash;",
+            f"{float(str(r['max_drift'])):.3f}",
+            f"<span class={'pass' if r['passed'] else 'fail'}>"
+            f"{'passed' if r['passed'] else 'failed'}</span>",
+        ]
+        for r in rows
+    ]
+    return "<h2>Reference parity</h2>" + table(_PARITY_HEADER, cells, "text")
 
 
 def _conformance(outcomes: Sequence[Outcome]) -> str:

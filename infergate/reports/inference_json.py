@@ -31,6 +31,7 @@ def to_json(results: Results) -> dict[str, object]:
         "nodes": [dict(n) for n in results.nodes],
         "evidence": [asdict(e) for e in results.evidence],
         "gates": asdict(results.gates),
+        "parity": [dict(p) for p in results.parity],
     }
 
 
@@ -51,4 +52,5 @@ def read_results(path: Path) -> Results:
         evidence=tuple(Evidence(**e) for e in data["evidence"]),
         tool=ToolVersion(**data["tool"]),
         gates=Gates(**data.get("gates", {})),  # schema 3 before the gates were written
+        parity=tuple(data.get("parity", ())),  # before reference parity: none
     )
