@@ -1,0 +1,143 @@
+"""Reference parity in the lab (docs/parity.md): SmolLM2 served alone on node1 is recorded
+through the suite's --record-reference, which then refuses to write over the file; the same
+server judged against it is green (the same topology twice: the noise floor), and a server
+with a changed chat template is red, naming the prompt and the first divergent position. The
+reference gating the PP 2 deployment across both nodes (inventories/lab.yaml) launches it
+(~275 s to ready on AVX2): run only where INFERGATE_LAB_PARITY_PP2=1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infergate.inference.client import post_json
+from infergate.inference.parity import parity_body, parse_chat_logprobs
+from infergate.inference.plan import CHAT_PATH
+from infergate.inference.reference import read_reference
+from infergate.plan.model import Parity
+from infergate.reports.inference_json import read_results
+from infergate_lab import Lab
+from infergate_lab.engine import serving_alone
+from selftest.lab.test_deploy_lab import plan_file, run_containers
+from selftest.suite import LAB_PLAN, SuiteRun, read_junit, run_folder_in, suite_argv
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(1200)]
+
+SERVED = "smollm2-135m"  # inventories/lab.yaml's model.served_name
+PORT = 18435
+ALONE, CHANGED = "parity-alone", "parity-changed-template"
+PROMPTS = len(Parity().prompts)
+PARITY = {f"test_parity.py::test_answer_matches_the_reference[prompt{i}]" for i in range(PROMPTS)}
+# not SmolLM2's ChatML: the roles as plain words (vLLM reads a value with braces as the
+# template itself, not as a path)
+PLAIN_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{{ '\\n' }}{% endfor %}assistant:"
+)
+
+
+@pytest.fixture(scope="module")
+def alone(engine: object, lab: Lab) -> Iterator[str]:
+    """SmolLM2 served by one `vllm serve` on node1, eager (minutes sooner on AVX2)."""
+    with serving_alone(lab, "node1", SERVED, PORT, ALONE, serve=["--enforce-eager"]) as base:
+        yield base
+
+
+def parity_plan(folder: Path, reference: Path | None) -> Path:
+    def change(plan: dict) -> None:
+        plan["inference"]["parity"] = {"reference": str(reference)} if reference else {}
+
+    return plan_file(folder, change, base=LAB_PLAN)
+
+
+def parity_run(folder: Path, plan: Path, *args: str) -> SuiteRun:
+    """The parity tests alone, as an operator runs them, in FOLDER (its report/ and junit)."""
+    folder.mkdir()
+    argv = suite_argv(folder, plan, "-m", "inference", "-k", "test_parity", *args)
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=900)
+    junit = folder / "junit.xml"
+    outcomes = read_junit(junit) if junit.exists() else {}
+    return SuiteRun(outcomes, done.stdout + done.stderr)
+
+
+def rows_of(folder: Path) -> list[dict]:
+    return [dict(r) for r in read_results(run_folder_in(folder / "report") / "results.json").parity]
+
+
+@pytest.fixture(scope="module")
+def reference(alone: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2 alone on node1, recorded through the suite's --record-reference."""
+    folder = tmp_path_factory.mktemp("parity")
+    path = folder / "reference.json"
+    plan = parity_plan(folder, None)
+    run = parity_run(
+        folder / "record", plan, f"--endpoint={alone}/v1", f"--record-reference={path}"
+    )
+    assert {t for t, o in run.outcomes.items() if o.status == "passed"} == PARITY, run.output
+    return path
+
+
+def test_vllm_answers_logprobs_as_the_parser_reads_them(alone, tmp_path):
+    """The raw answer of the lab's vLLM 0.32.0 (kept as selftest/data/parity/'s sample)."""
+    parity = Parity()
+    body = parity_body(SERVED, parity.prompts[0], parity)
+    status, reply = post_json(f"{alone}/v1", CHAT_PATH, body, 120)
+    assert status == 200, reply
+    (tmp_path / "vllm-0.32.0-chat-logprobs.json").write_text(json.dumps(reply, indent=1))
+    answer = parse_chat_logprobs(parity.prompts[0], reply)
+    assert 0 < len(answer.positions) <= parity.max_tokens
+    assert all(len(p.top) == parity.top_logprobs for p in answer.positions)
+    assert "Paris" in answer.text, answer.text
+
+
+def test_recording_is_private_refused_over_and_the_same_server_is_green(alone, reference, tmp_path):
+    """The file: this user's, of the served model, every prompt, the engine's version; a
+    second recording into it is refused; the same server judged against it is green."""
+    made = read_reference(reference.read_text())
+    assert (made.model, len(made.answers)) == (SERVED, PROMPTS)
+    assert made.topology.engine_version == "0.32.0"
+    assert oct(reference.stat().st_mode & 0o777) == "0o600"
+    again = parity_run(
+        tmp_path / "again", parity_plan(tmp_path, None), f"--record-reference={reference}"
+    )
+    assert "the file is there; a recording never writes over one" in again.output, again.output
+    judged = parity_run(
+        tmp_path / "judged", parity_plan(tmp_path, reference), f"--endpoint={alone}/v1"
+    )
+    assert judged.red() == set(), judged.output
+    rows = rows_of(tmp_path / "judged")
+    print(json.dumps(rows, indent=1))  # the figures docs/parity.md quotes
+    assert [r["passed"] for r in rows] == [True] * PROMPTS, rows
+
+
+def test_changed_chat_template_is_red_naming_the_position(reference, lab, tmp_path):
+    """The same weights behind another chat template: the answers diverge, and each message
+    names the prompt, the position and both tokens, and leads its fix with the template."""
+    serve = ["--enforce-eager", "--chat-template", PLAIN_TEMPLATE]
+    with serving_alone(lab, "node1", SERVED, PORT + 1, CHANGED, serve=serve) as base:
+        plan = parity_plan(tmp_path, reference)
+        run = parity_run(tmp_path / "changed", plan, f"--endpoint={base}/v1")
+    assert run.red(), run.output
+    assert run.red() <= PARITY, run.output
+    print(json.dumps(rows_of(tmp_path / "changed"), indent=1))
+    for test in run.red():
+        said = run.message(test)
+        assert "first divergence at position" in said, said
+        assert "reference '" in said, said
+        assert "fix: compare the chat template" in said, said
+
+
+@pytest.mark.skipif(
+    os.environ.get("INFERGATE_LAB_PARITY_PP2") != "1",
+    reason="launches SmolLM2 PP 2 (~275 s to ready on AVX2): INFERGATE_LAB_PARITY_PP2=1",
+)
+def test_one_node_reference_gates_the_pp2_deployment_green(reference, engine_lab, tmp_path):
+    run = parity_run(tmp_path / "pp2", parity_plan(tmp_path, reference))
+    print(json.dumps(rows_of(tmp_path / "pp2"), indent=1))  # the figures docs/parity.md quotes
+    assert run.red() == set(), run.output
+    assert {t for t, o in run.outcomes.items() if o.status == "passed"} == PARITY
+    assert run_containers(engine_lab) == {}
