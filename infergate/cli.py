@@ -54,7 +54,9 @@ PHASES = {
     "deploy": (("infergate.tests_deploy", "infergate.tests_inference"), "deploy or inference"),
     "smoke": (("infergate.tests_inference",), "inference"),
 }
-RECORDING_TEST = "infergate.tests_inference.test_parity"  # `reference record` runs it alone
+RECORDING_TEST = (
+    "infergate.tests_inference.test_reference_parity"  # `reference record` runs it alone
+)
 ANSIBLE_INVENTORY = "ansible-inventory"
 READER_HELP = (
     "ansible-inventory: Ansible reads it, with its inventory plugins and scripts (the default, "

@@ -32,7 +32,10 @@ SERVED = "smollm2-135m"  # inventories/lab.yaml's model.served_name
 PORT = 18435
 ALONE, CHANGED = "parity-alone", "parity-changed-template"
 PROMPTS = len(Parity().prompts)
-PARITY = {f"test_parity.py::test_answer_matches_the_reference[prompt{i}]" for i in range(PROMPTS)}
+PARITY = {
+    f"test_reference_parity.py::test_answer_matches_the_reference[prompt{i}]"
+    for i in range(PROMPTS)
+}
 # not SmolLM2's ChatML: the roles as plain words (vLLM reads a value with braces as the
 # template itself, not as a path)
 PLAIN_TEMPLATE = (
@@ -57,7 +60,7 @@ def parity_plan(folder: Path, reference: Path | None) -> Path:
 def parity_run(folder: Path, plan: Path, *args: str) -> SuiteRun:
     """The parity tests alone, as an operator runs them, in FOLDER (its report/ and junit)."""
     folder.mkdir()
-    argv = suite_argv(folder, plan, "-m", "inference", "-k", "test_parity", *args)
+    argv = suite_argv(folder, plan, "-m", "inference", "-k", "test_reference_parity", *args)
     done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=900)
     junit = folder / "junit.xml"
     outcomes = read_junit(junit) if junit.exists() else {}
