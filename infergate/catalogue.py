@@ -444,6 +444,11 @@ CHECKS: dict[str, Entry] = {
         "inference",
         "the model's weights and chat template: compare with a single-node run",
     ),
+    "test_answer_matches_the_reference": E(
+        "IG-PARITY-DIVERGED",
+        "inference",
+        "the chat template, generation config, dtype and quantization against the reference's",
+    ),
     "test_every_request_completes": E(
         "IG-REQUESTS-FAILED",
         "performance",
