@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infergate.cli import main
 from infergate.inference.parity import (
     Comparison,
     check_parity,
@@ -29,7 +30,14 @@ from infergate.inference.reference import (
     reference_text,
 )
 from infergate.plan.model import InventoryError, Parity, parse_inventory
+from infergate.reports.files import write_report
+from infergate.reports.inference_html import render_html
+from infergate.reports.inference_json import read_results
 from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, ROOT
+from selftest.unit.test_cli import Execed, infergate
+from selftest.unit.test_cli import execed as execed  # os.execv's stand-in
+from selftest.unit.test_cli import no_plan_in_env as no_plan_in_env  # autouse
+from selftest.unit.test_inference_lib import results
 
 DATA = ROOT / "selftest" / "data" / "parity"
 RECORDED = DATA / "vllm-0.32.0-chat-logprobs.json"
@@ -266,3 +274,57 @@ def test_a_recording_never_writes_over_a_file(pytester):
     result = collect(pytester, lab_plan(), "--record-reference=there.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--record-reference */there.json: the file is there*"])
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def test_reference_record_runs_the_parity_test_alone_recording(tmp_path):
+    """`infergate reference record` becomes pytest on the parity test with --record-reference;
+    from another folder it collects one test per planned prompt."""
+    argv = ["reference", "record", "--plan", str(ROOT / "inventories" / "lab.yaml")]
+    argv += ["--out", "ref.json", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    run = infergate(*argv, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    listed = [line for line in run.stdout.splitlines() if "test_answer_matches" in line]
+    assert len(listed) == len(Parity().prompts), run.stdout
+    (tmp_path / "ref.json").write_text("{}")
+    again = infergate(*argv, cwd=tmp_path)
+    assert again.returncode == pytest.ExitCode.USAGE_ERROR, again.stdout + again.stderr
+    assert "ref.json: the file is there" in again.stderr
+
+
+@pytest.mark.usefixtures("execed")
+def test_reference_record_passes_the_endpoint_and_the_rest_on():
+    with pytest.raises(Execed) as became:
+        main(["reference", "record", "--plan=p.yaml", "--out=r.json", "--endpoint=http://h:8000"])
+    (argv,) = became.value.args
+    assert argv[argv.index("--pyargs") :] == [
+        "--pyargs",
+        "infergate.tests_inference.test_reference_parity",
+        "-m",
+        "inference",
+        "--plan=p.yaml",
+        "--record-reference=r.json",
+        "--endpoint=http://h:8000",
+    ]
+
+
+# --- the report ---------------------------------------------------------------------------
+
+
+def test_report_shows_and_results_json_keeps_each_prompt(tmp_path):
+    served = compare(answer("a", "b"), answer("a", "<b>"))
+    rows = (
+        {**served.as_dict(), "passed": False},
+        {**compare(answer("a"), answer("a")).as_dict(), "passed": True},
+    )
+    made = replace(results(), parity=rows)
+    json_path, html_path = write_report(tmp_path / "run", made)
+    assert read_results(json_path).parity == rows
+    page = html_path.read_text()
+    assert "<h2>Reference parity</h2>" in page
+    assert "<td>1 / 2</td><td>1</td><td>&#x27;b&#x27;</td><td>&#x27;&lt;b&gt;&#x27;</td>" in page
+    assert "<span class=fail>failed</span>" in page
+    assert "<span class=pass>passed</span>" in page
+    assert "Reference parity" not in render_html(results())  # not judged: no section
