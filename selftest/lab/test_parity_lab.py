@@ -3,7 +3,8 @@ through the suite's --record-reference, which then refuses to write over the fil
 server judged against it is green (the same topology twice: the noise floor), and a server
 with a changed chat template is red, naming the prompt and the first divergent position. The
 reference gating the PP 2 deployment across both nodes (inventories/lab.yaml) launches it
-(~275 s to ready on AVX2): run only where INFERGATE_LAB_PARITY_PP2=1."""
+(~275 s to ready on AVX2), as does a second launch on one node: the tolerances'
+measurement, run where INFERGATE_LAB_PARITY_MEASURE=1."""
 
 from __future__ import annotations
 
@@ -135,10 +136,25 @@ def test_changed_chat_template_is_red_naming_the_position(one_node, lab, tmp_pat
     assert any("fix: compare the chat template" in s for s in said), said
 
 
-@pytest.mark.skipif(
-    os.environ.get("INFERGATE_LAB_PARITY_PP2") != "1",
-    reason="launches SmolLM2 PP 2 (~275 s to ready on AVX2): INFERGATE_LAB_PARITY_PP2=1",
+# The tolerances' measurement (docs/parity.md#tolerances): beyond CI's time on this machine
+MEASURE = pytest.mark.skipif(
+    os.environ.get("INFERGATE_LAB_PARITY_MEASURE") != "1",
+    reason="another launch (PP 2: ~275 s to ready on AVX2): INFERGATE_LAB_PARITY_MEASURE=1",
 )
+
+
+@MEASURE
+def test_one_node_relaunched_matches_its_reference(one_node, lab, tmp_path):
+    """The same topology recorded twice, across two launches: the noise floor."""
+    with serving_alone(lab, "node1", SERVED, PORT, ALONE, serve=["--enforce-eager"]) as base:
+        run = parity_run(
+            tmp_path / "again", parity_plan(tmp_path, one_node.reference), f"--endpoint={base}/v1"
+        )
+    print(json.dumps(rows_of(tmp_path / "again"), indent=1))  # the figures docs/parity.md quotes
+    assert run.red() == set(), run.output
+
+
+@MEASURE
 def test_one_node_reference_gates_the_pp2_deployment_green(one_node, engine_lab, tmp_path):
     run = parity_run(tmp_path / "pp2", parity_plan(tmp_path, one_node.reference))
     print(json.dumps(rows_of(tmp_path / "pp2"), indent=1))  # the figures docs/parity.md quotes
