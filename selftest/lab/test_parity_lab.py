@@ -45,8 +45,13 @@ PLAIN_TEMPLATE = (
 
 
 def parity_plan(folder: Path, reference: Path | None) -> Path:
+    """The lab's plan judging by REFERENCE; without one, its one-node copy, to record on."""
+
     def change(plan: dict) -> None:
         plan["inference"]["parity"] = {"reference": str(reference)} if reference else {}
+        if reference is None:
+            plan["nodes"] = plan["nodes"][:1]
+            plan["engine"]["pipeline_parallel"] = 1
 
     return plan_file(folder, change, base=LAB_PLAN)
 
@@ -112,7 +117,12 @@ def test_recording_is_private_refused_over_and_the_same_server_is_green(one_node
     second recording into it is refused; the same server judged against it is green."""
     made = read_reference(one_node.reference.read_text())
     assert (made.model, len(made.answers)) == (SERVED, PROMPTS)
-    assert made.topology.engine_version == "0.32.0"
+    topology = made.topology
+    assert (topology.nodes, topology.pipeline_parallel, topology.engine_version) == (
+        ("node1",),
+        1,
+        "0.32.0",
+    )
     assert oct(one_node.reference.stat().st_mode & 0o777) == "0o600"
     assert "the file is there; a recording never writes over one" in one_node.again.output
     assert one_node.judged.red() == set(), one_node.judged.output

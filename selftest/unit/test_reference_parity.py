@@ -5,7 +5,10 @@ file's form, the plan's keys, and the run's usage errors at configure (collect-o
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -33,7 +36,16 @@ from infergate.plan.model import InventoryError, Parity, parse_inventory
 from infergate.reports.files import write_report
 from infergate.reports.inference_html import render_html
 from infergate.reports.inference_json import read_results
-from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, ROOT
+from selftest.local_http import JsonHandler, serving
+from selftest.suite import (
+    PHASE_DIRS,
+    PROJECT_CONFIG,
+    ROOT,
+    SuiteRun,
+    closed_plan,
+    run_folder_in,
+    run_suite,
+)
 from selftest.unit.test_cli import Execed, infergate
 from selftest.unit.test_cli import execed as execed  # os.execv's stand-in
 from selftest.unit.test_cli import no_plan_in_env as no_plan_in_env  # autouse
@@ -328,3 +340,72 @@ def test_report_shows_and_results_json_keeps_each_prompt(tmp_path):
     assert "<span class=fail>failed</span>" in page
     assert "<span class=pass>passed</span>" in page
     assert "Reference parity" not in render_html(results())  # not judged: no section
+
+
+# --- the suite, against a local server in vLLM's form --------------------------------------
+
+
+class Replay(JsonHandler):
+    """vLLM's routes as the suite reads them; each prompt answered with the tokens of
+    TOKENS, "w0 w1 ...", where a CHANGED server says "x" in place of w2 to the first prompt."""
+
+    changed = False
+
+    def do_GET(self) -> None:
+        if self.path == "/version":
+            return self.reply(200, {"version": "0.32.0"})
+        self.reply(200, {"object": "list", "data": [{"id": "smollm2-135m"}]})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = body["messages"][0]["content"]
+        tokens = [f" w{i}" for i in range(8)]
+        if self.changed and prompt == FRANCE:
+            tokens[2] = " x"
+        content = [{"token": t, "logprob": -0.5, "top_logprobs": [{"token": t, "logprob": -0.5}]}
+                   for t in tokens]  # fmt: skip
+        choice = {"message": {"content": "".join(tokens)}, "finish_reason": "length"}
+        self.reply(200, {"choices": [{**choice, "logprobs": {"content": content}}]})
+
+
+@contextmanager
+def replaying(changed: bool) -> Iterator[str]:
+    handler = type("Served", (Replay,), {"changed": changed})
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as httpd:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def suite(pytester: pytest.Pytester, name: str, plan: dict, *args: str) -> SuiteRun:
+    path = pytester.path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    report = ("--report-dir", str(pytester.path / name))
+    return run_suite(
+        pytester, "-m", "inference", "-k", "test_reference_parity", *report, *args, inventory=path
+    )
+
+
+PROMPT0 = "test_reference_parity.py::test_answer_matches_the_reference[prompt0]"
+
+
+def test_recorded_then_judged_green_and_red_naming_the_position(pytester):
+    """The whole path in the suite: recorded from a server, which judged against it is
+    green; a server that answers the first prompt otherwise is red there alone, at 2."""
+    reference = pytester.path / "reference.json"
+    plan = yaml.safe_load(closed_plan(pytester.path).read_text())
+    with replaying(changed=False) as base:
+        made = suite(
+            pytester, "record", plan, f"--endpoint={base}", f"--record-reference={reference}"
+        )
+        plan["inference"]["parity"] = {"reference": str(reference), "min_matching_tokens": 4}
+        same = suite(pytester, "same", plan, f"--endpoint={base}")
+    assert made.red() == set(), made.output
+    assert len(read_reference(reference.read_text()).answers) == len(Parity().prompts)
+    assert same.red() == set(), same.output
+    with replaying(changed=True) as base:
+        changed = suite(pytester, "changed", plan, f"--endpoint={base}")
+    assert changed.red() == {PROMPT0}, changed.output
+    said = changed.message(PROMPT0)
+    assert "first divergence at position 2: reference ' w2', served ' x' (not in the" in said
+    assert "node1 (127.0.0.1)" in said  # the plan's head: the endpoint is its address
+    rows = read_results(run_folder_in(pytester.path / "changed") / "results.json").parity
+    assert [r["matched"] for r in rows] == [2, 8, 8, 8, 8, 8]
