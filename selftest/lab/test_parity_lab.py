@@ -37,11 +37,9 @@ PARITY = {
     f"test_reference_parity.py::test_answer_matches_the_reference[prompt{i}]"
     for i in range(PROMPTS)
 }
-# not SmolLM2's ChatML: the roles as plain words (vLLM reads a value with braces as the
-# template itself, not as a path)
-PLAIN_TEMPLATE = (
-    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{{ '\\n' }}{% endfor %}assistant:"
-)
+# not SmolLM2's ChatML: the roles as plain words on one line (vLLM reads a value with braces
+# as the template itself, not as a path)
+PLAIN_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} {% endfor %}assistant:"
 
 
 def parity_plan(folder: Path, reference: Path | None) -> Path:
