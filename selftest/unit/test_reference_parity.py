@@ -265,6 +265,15 @@ def test_a_missing_or_partial_reference_is_a_usage_error(pytester):
     partial = collect(pytester, lab_plan(reference=str(path)))
     assert partial.ret == pytest.ExitCode.USAGE_ERROR
     partial.stderr.fnmatch_lines(["*inference.parity.prompts: 4 not in the reference*"])
+    path = write_reference(pytester.path, "smollm2-135m", Parity().prompts)
+    shorter = collect(pytester, lab_plan(reference=str(path), max_tokens=16))
+    assert shorter.ret == pytest.ExitCode.USAGE_ERROR
+    shorter.stderr.fnmatch_lines(
+        [
+            "*inference.parity.max_tokens: */ref.json was recorded with max_tokens 32, "
+            "this plan asks 16*"
+        ]
+    )
 
 
 def test_one_test_per_prompt_of_the_reference_and_a_skip_without_one(pytester):
