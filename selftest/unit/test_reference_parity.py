@@ -53,6 +53,7 @@ from selftest.unit.test_inference_lib import results
 
 DATA = ROOT / "selftest" / "data" / "parity"
 RECORDED = DATA / "vllm-0.32.0-chat-logprobs.json"
+LAB_REFERENCE = DATA / "smollm2-one-node-reference.json"  # the same server's recording
 FRANCE = Parity().prompts[0]
 
 
@@ -69,7 +70,8 @@ def answer(*tokens: str, logprob: float = -0.1, prompt: str = "p") -> Answer:
 def test_recorded_vllm_answer_parses_token_by_token():
     reply = json.loads(RECORDED.read_text())
     parsed = parse_chat_logprobs(FRANCE, reply)
-    assert parsed.text == reply["choices"][0]["message"]["content"]
+    # the end of sequence is a position too, though the message's content leaves it out
+    assert parsed.text == reply["choices"][0]["message"]["content"] + "<|im_end|>"
     assert len(parsed.positions) == reply["usage"]["completion_tokens"]
     assert parsed.finish_reason == reply["choices"][0]["finish_reason"]
     first = parsed.positions[0]
@@ -88,6 +90,22 @@ def test_recorded_answer_matches_itself_with_no_drift():
         0.0,
     )
     assert check_parity(found, Parity(), "here") == []
+
+
+def test_lab_reference_reads_back_and_holds_the_same_answer():
+    """Recorded through the suite from the server that gave RECORDED: the same tokens, and
+    logprobs without drift (the lab's CPU engine is deterministic on one launch)."""
+    ref = read_reference(LAB_REFERENCE.read_text())
+    assert (ref.model, ref.topology.nodes, ref.topology.engine_version) == (
+        "smollm2-135m",
+        ("node1",),
+        "0.32.0",
+    )
+    assert [a.prompt for a in ref.answers] == list(Parity().prompts)
+    served = parse_chat_logprobs(FRANCE, json.loads(RECORDED.read_text()))
+    found = compare(ref.answers[0], served)
+    assert (found.matched, found.total, found.max_drift) == (9, 9, 0.0)
+    assert served.text == "The capital city of France is Paris.<|im_end|>"
 
 
 @pytest.mark.parametrize(
