@@ -254,8 +254,9 @@ class Parity:
     topology (`infergate reference record`); docs/parity.md."""
 
     reference: str | None = None  # the reference file on the controller; None: not judged
-    # the tolerances, from the lab's measurement (docs/parity.md#tolerances): one node against
-    # PP 2 matched every token, drifting 0.164 at most; a changed template diverged at 0
+    # the tolerances' defaults: the lab's measurement, docs/parity.md#tolerances (one node
+    # against PP 2: every token matched, drift 0.164 at most; another chat template: 0 matched)
+
     min_matching_tokens: int = 16  # each prompt's greedy prefix that must match (or all of it)
     max_logprob_drift: float = 0.5  # max |delta logprob| of the chosen token over that prefix
     top_logprobs: int = 5  # alternatives recorded per position (vLLM's --max-logprobs: 20)
