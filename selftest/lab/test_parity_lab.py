@@ -27,7 +27,8 @@ from infergate_lab.engine import serving_alone
 from selftest.lab.test_deploy_lab import plan_file, run_containers
 from selftest.suite import LAB_PLAN, SuiteRun, read_junit, run_folder_in, suite_argv
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(1200)]
+# the first test may build the engine image (~10 min cold here) before its server starts
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 
 SERVED = "smollm2-135m"  # inventories/lab.yaml's model.served_name
 PORT = 18435
