@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from infergate.inference.plan import chat_body
-from infergate.inference.reference import Answer, Position, Topology
+from infergate.inference.reference import Answer, Position, Reference, Topology
 from infergate.plan.model import Parity
 from infergate.problems import Problem
 
@@ -28,6 +28,31 @@ def request_of(parity: Parity) -> dict[str, object]:
     """The request's parameters as a reference records them (the prompt aside)."""
     body = parity_body("", "", parity)
     return {k: v for k, v in body.items() if k not in ("model", "messages")}
+
+
+def reference_refused(ref: Reference, model: str, parity: Parity, path: str) -> str | None:
+    """Why REF cannot judge this run, naming the key: another model, other request
+    parameters, or a planned prompt it lacks; None where it can."""
+    if ref.model != model:
+        return (
+            f"{KEY}.reference: {path} was recorded for model {ref.model!r}, this run serves "
+            f"{model!r}: name a reference of {model!r}, or record one"
+        )
+    asked, was = request_of(parity), ref.request
+    changed = sorted(k for k in asked.keys() | was.keys() if asked.get(k) != was.get(k))
+    if changed:
+        key = changed[0]
+        return (
+            f"{KEY}.{key}: {path} was recorded with {key} {was.get(key)!r}, this plan asks "
+            f"{asked.get(key)!r}: plan it as recorded, or record again"
+        )
+    missing = [p for p in parity.prompts if ref.answer_to(p) is None]
+    if missing:
+        return (
+            f"{KEY}.prompts: {len(missing)} not in the reference {path} (first: "
+            f"{missing[0][:60]!r}): record the reference again for these prompts"
+        )
+    return None
 
 
 def parse_chat_logprobs(prompt: str, reply: object) -> Answer:
