@@ -43,7 +43,7 @@ class Topology:
     pipeline_parallel: int | None = None
     image: str = ""  # the plan's image.id, else its ref
     engine_version: str = ""  # GET /version's, where the engine serves it
-    endpoint: str = ""  # the base URL it was served from
+    endpoint: str = ""  # the host:port it was served from
 
 
 @dataclass(frozen=True)
