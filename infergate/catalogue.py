@@ -463,6 +463,11 @@ CHECKS: dict[str, Entry] = {
         "(--max-num-seqs) or a smaller context length",
         needs=ENDPOINT_ROOT,
     ),
+    "test_answer_matches_the_reference": E(
+        "IG-PARITY-DIVERGED",
+        "inference",
+        "the chat template, generation config, dtype and quantization against the reference's",
+    ),
     "test_every_request_completes": E(
         "IG-REQUESTS-FAILED",
         "performance",

@@ -29,6 +29,7 @@ from infergate.options import (
     ANSIBLE_PLUGIN,
     FORBID,
     PLAN,
+    SUITE_OPTIONS,
     TESTINFRA_PLUGIN,
     USER_CONFIG,
     Option,
@@ -53,6 +54,9 @@ PHASES = {
     "deploy": (("infergate.tests_deploy", "infergate.tests_inference"), "deploy or inference"),
     "smoke": (("infergate.tests_inference",), "inference"),
 }
+RECORDING_TEST = (
+    "infergate.tests_inference.test_reference_parity"  # `reference record` runs it alone
+)
 ANSIBLE_INVENTORY = "ansible-inventory"
 READER_HELP = (
     "ansible-inventory: Ansible reads it, with its inventory plugins and scripts (the default, "
@@ -342,6 +346,10 @@ def make_parser() -> Parser:
             description="Remove by label what a run of this suite left on the nodes, nothing else.",
         )
     )
+    reference = commands.add_parser("reference", help="record a parity reference")
+    add_reference_commands(
+        reference.add_subparsers(dest="reference_command", required=True, parser_class=Parser)
+    )
     plan = commands.add_parser("plan", help="a first plan, its check, its schema, from Ansible")
     add_plan_commands(plan.add_subparsers(dest="plan_command", required=True, parser_class=Parser))
     return parser
@@ -355,6 +363,29 @@ def add_down(gone: argparse.ArgumentParser) -> None:
     )
     which.add_argument("--all-runs", action="store_true", help="every run but a live one")
     add_own(gone, USER_CONFIG)
+
+
+def add_reference_commands(references: argparse._SubParsersAction[Parser]) -> None:
+    record = references.add_parser(
+        "record",
+        help="record the plan's parity prompts from its deployment (or --endpoint) into a file",
+        description="Launch the plan (or use --endpoint URL) and record the greedy answers to "
+        "inference.parity.prompts, with their logprobs, into OUT, a new file: the reference "
+        "that inference.parity.reference names (docs/parity.md). Other arguments go to pytest.",
+    )
+    add_plan(record)
+    record.add_argument("--out", metavar="OUT", required=True, help="the reference file (new)")
+    endpoint = next(o for o in SUITE_OPTIONS if o.name == "--endpoint")
+    record.add_argument(*endpoint.names, metavar="URL", help=endpoint.help)
+
+
+def record_argv(args: argparse.Namespace, plan: Path, rest: list[str]) -> list[str]:
+    """The pytest command line that records: the parity test alone, on the plan's launch or
+    on --endpoint, with --record-reference."""
+    aside = ["-p", f"no:{TESTINFRA_PLUGIN}"] if installed(ANSIBLE_PLUGIN) else []
+    argv = [sys.executable, "-m", "pytest", *aside, "--pyargs", RECORDING_TEST, "-m", "inference"]
+    argv += [f"{PLAN.name}={plan}", f"--record-reference={args.out}"]
+    return argv + ([f"--endpoint={args.endpoint}"] if args.endpoint else []) + rest
 
 
 def add_plan_commands(plans: argparse._SubParsersAction[Parser]) -> None:
@@ -385,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command in PHASES:
         command = pytest_argv(args.command, args.suite, rest)
+        os.execv(command[0], command)
+    if args.command == "reference":
+        command = record_argv(args, plan_given(args, parser), rest)
         os.execv(command[0], command)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

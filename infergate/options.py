@@ -246,6 +246,12 @@ SUITE_OPTIONS = (
         metavar="DIR",
     ),
     Option(
+        ("--record-reference",),
+        "record the parity reference (inference.parity's prompts) from what this run serves "
+        "into PATH, a new file, instead of judging against one",
+        metavar="PATH",
+    ),
+    Option(
         ("--update-baseline",),
         "write this run's tokens/s and TTFT as the plan's inference.baseline",
         switch=True,

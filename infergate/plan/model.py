@@ -236,6 +236,34 @@ class Slo:
         return {name: ms for name, ms in named.items() if ms is not None}
 
 
+# docs/parity.md: prompts of different kinds (a fact, arithmetic, code, a list, prose, a
+# translation), each short, so that every answer runs to max_tokens or its own end of sequence
+PARITY_PROMPTS = (
+    "What is the capital city of France? Answer in one sentence.",
+    "What is 12 times 17? Show your working.",
+    "Write a Python function that returns the reverse of a string.",
+    "List the seven colours of the rainbow.",
+    "Write two sentences about the sea.",
+    "Translate 'good morning, my friend' into Spanish.",
+)
+
+
+@dataclass(frozen=True)
+class Parity:
+    """inference.parity: the served greedy answers against a reference recorded on a trusted
+    topology (`infergate reference record`); docs/parity.md."""
+
+    reference: str | None = None  # the reference file on the controller; None: not judged
+    # the tolerances' defaults: the lab's measurement, docs/parity.md#tolerances (one node
+    # against PP 2: every token matched, drift 0.164 at most; another chat template: 0 matched)
+
+    min_matching_tokens: int = 16  # each prompt's greedy prefix that must match (or all of it)
+    max_logprob_drift: float = 0.5  # max |delta logprob| of the chosen token over that prefix
+    top_logprobs: int = 5  # alternatives recorded per position (vLLM's --max-logprobs: 20)
+    max_tokens: int = 32  # per answer
+    prompts: tuple[str, ...] = PARITY_PROMPTS
+
+
 @dataclass(frozen=True)
 class Ladder:
     """The long-context ladder: a request at each fraction of the planned context length
@@ -281,6 +309,7 @@ class Inference:
     probes: tuple[Probe, ...] = ()
     slo: Slo = Slo()  # per-request objectives: goodput, and its gate
     ladder: Ladder = Ladder()  # the long-context ladder
+    parity: Parity = Parity()  # the answers against a recorded reference
 
 
 @dataclass(frozen=True)
@@ -641,6 +670,7 @@ def _inference(data: object, path: str) -> Inference:
         probes=s.get("probes", v.list_of(_probe), ()),
         slo=s.get("slo", _slo, Slo()),
         ladder=s.get("ladder", _ladder, Ladder()),
+        parity=s.get("parity", _parity, Parity()),
     )
     s.built(inference)  # the rules between its keys need every key read
     _check_levels(s, inference)
@@ -715,6 +745,22 @@ def _ladder(data: object, path: str) -> Ladder:
         ),
     )
     return s.built(ladder)
+_DRIFT = v.number_in(0, 100, " nats")
+
+
+def _parity(data: object, path: str) -> Parity:
+    s = v.Section(data, path, keys(Parity))
+    d = Parity()
+    return s.built(
+        Parity(
+            reference=s.maybe("reference", v.text),
+            min_matching_tokens=s.get("min_matching_tokens", _TOKENS, d.min_matching_tokens),
+            max_logprob_drift=s.get("max_logprob_drift", _DRIFT, d.max_logprob_drift),
+            top_logprobs=s.get("top_logprobs", v.int_in(1, 20), d.top_logprobs),
+            max_tokens=s.get("max_tokens", _TOKENS, d.max_tokens),
+            prompts=s.get("prompts", v.list_of(v.prose, min_len=1), d.prompts),
+        )
+    )
 
 
 _LEVEL_LIST = v.list_of(v.int_in(1, 4096))

@@ -40,7 +40,12 @@ _PROBE: dict[str, object] = {
     "engine": {"kind": "vllm", "dist_init_addr": "10.1.0.1", "dist_init_port": 1, "api_port": 2},
     "thresholds": {},
     "allow": {},
-    "inference": {"probes": [{"prompt": "p", "expect": "e"}], "slo": {}, "ladder": {}},
+    "inference": {
+        "probes": [{"prompt": "p", "expect": "e"}],
+        "slo": {},
+        "ladder": {},
+        "parity": {},
+    },
 }
 
 _FIELD = re.compile(r"    (\w+): ")  # a field of a dataclass, as model.py writes one

@@ -75,6 +75,9 @@ class Results:
     tool: ToolVersion = field(default_factory=tool_version)
     gates: Gates = Gates()
     ladder: tuple[RungFigures, ...] = ()  # the long-context ladder's rungs
+    # per prompt, against the reference (inference.parity): infergate.inference.parity's
+    # Comparison.as_dict() and `passed`
+    parity: tuple[Mapping[str, object], ...] = ()
 
 
 def node_facts(

@@ -42,6 +42,7 @@ def render_html(results: Results) -> str:
         table(_LEVEL_HEADER, [_level_row(s) for s in results.levels]),
         *_pictures(results),
         _ladder(results.ladder),
+        _parity(results.parity),
         _conformance(results.conformance),
         _nodes(results.nodes),
     ]
@@ -170,6 +171,31 @@ def _ladder(rungs: Sequence[RungFigures]) -> str:
     header = [*_LADDER_HEADER, "tok/s", "verdict", "why"]
     context = f"<p>Context climbed: {html.escape(rungs[0].context)}" if rungs[0].context else ""
     return "<h2>Long-context ladder</h2>" + context + table(header, rows, "checks")
+_PARITY_HEADER = (
+    *("prompt", "matched / total", "first divergence", "reference token", "served token"),
+    *("max drift", "verdict"),
+)
+
+
+def _parity(rows: Sequence[Mapping[str, object]]) -> str:
+    """Each prompt against the reference (inference.parity); none where it was not judged."""
+    if not rows:
+        return ""
+    e = html.escape
+    cells = [
+        [
+            e(str(r["prompt"])),
+            f"{r['matched']} / {r['total']}",
+            "&ndash;" if r["reference_token"] is None else str(r["matched"]),
+            e(repr(r["reference_token"])) if r["reference_token"] is not None else "&ndash;",
+            e(repr(r["served_token"])) if r["served_token"] is not None else "&ndash;",
+            f"{float(str(r['max_drift'])):.3f}",
+            f"<span class={'pass' if r['passed'] else 'fail'}>"
+            f"{'passed' if r['passed'] else 'failed'}</span>",
+        ]
+        for r in rows
+    ]
+    return "<h2>Reference parity</h2>" + table(_PARITY_HEADER, cells, "text")
 
 
 def _conformance(outcomes: Sequence[Outcome]) -> str:

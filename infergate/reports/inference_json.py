@@ -33,6 +33,7 @@ def to_json(results: Results) -> dict[str, object]:
         "evidence": [asdict(e) for e in results.evidence],
         "gates": asdict(results.gates),
         "ladder": [asdict(r) for r in results.ladder],
+        "parity": [dict(p) for p in results.parity],
     }
 
 
@@ -54,4 +55,5 @@ def read_results(path: Path) -> Results:
         tool=ToolVersion(**data["tool"]),
         gates=Gates(**data.get("gates", {})),  # schema 3 before the gates were written
         ladder=tuple(RungFigures(**r) for r in data.get("ladder", [])),  # none before it
+        parity=tuple(data.get("parity", ())),  # before reference parity: none
     )
