@@ -745,6 +745,8 @@ def _ladder(data: object, path: str) -> Ladder:
         ),
     )
     return s.built(ladder)
+
+
 _DRIFT = v.number_in(0, 100, " nats")
 
 

@@ -171,6 +171,8 @@ def _ladder(rungs: Sequence[RungFigures]) -> str:
     header = [*_LADDER_HEADER, "tok/s", "verdict", "why"]
     context = f"<p>Context climbed: {html.escape(rungs[0].context)}" if rungs[0].context else ""
     return "<h2>Long-context ladder</h2>" + context + table(header, rows, "checks")
+
+
 _PARITY_HEADER = (
     *("prompt", "matched / total", "first divergence", "reference token", "served token"),
     *("max drift", "verdict"),
