@@ -56,10 +56,9 @@ def reference_refused(ref: Reference, model: str, parity: Parity, path: str) -> 
 
 
 def parse_chat_logprobs(prompt: str, reply: object) -> Answer:
-    """The first choice of a /v1/chat/completions answer with `logprobs: true`, e.g.
-    `{"choices": [{"logprobs": {"content": [{"token": " Paris", "logprob": -0.01,
-    "top_logprobs": [{"token": " Paris", "logprob": -0.01}, ...]}]}, "finish_reason": "stop"}]}`;
-    ValueError naming what is missing."""
+    """The first choice of a /v1/chat/completions answer with `logprobs: true`; ValueError
+    naming what is missing. A sample: `{"choices": [{"logprobs": {"content": [{"token": " Paris",
+    "logprob": -0.01, "top_logprobs": [...]}]}, "finish_reason": "stop"}]}`."""
     choices = reply.get("choices") if isinstance(reply, Mapping) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         raise ValueError(f"no choices in the answer: {str(reply)[:200]}")
