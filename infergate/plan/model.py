@@ -745,7 +745,7 @@ def _guard(data: object, path: str) -> Guard:
     s = v.Section(data, path, keys(Guard))
     d = Guard()
     guard = Guard(
-        memory=cast(GuardMode, s.get("memory", v.choice(GUARD_MODES), d.memory)),
+        memory=cast(GuardMode, s.get("memory", v.choice(GUARD_MODES), str(d.memory))),
         memory_floor_gib=s.get("memory_floor_gib", _GIB_OR_ZERO, d.memory_floor_gib),
         memory_interval_s=s.get(
             "memory_interval_s", v.number_in(0.2, 60, " s"), d.memory_interval_s

@@ -13,6 +13,7 @@ from pathlib import Path
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.plan.model import Inference, Node
+from infergate.reports.memory_curve import MemoryCurve
 from infergate.reports.summary import summary_row
 from infergate.reports.version import ToolVersion, tool_version
 
@@ -73,6 +74,7 @@ class Results:
     engine: tuple[EngineSample, ...] = ()
     tool: ToolVersion = field(default_factory=tool_version)
     gates: Gates = Gates()
+    memory: tuple[MemoryCurve, ...] = ()  # the memory guard's curves, per node
 
 
 def node_facts(

@@ -12,6 +12,7 @@ from infergate.inference.metrics import Distribution, LevelSummary
 from infergate.inference.samples import LevelSamples
 from infergate.reports import plots
 from infergate.reports.inference import Evidence, Gates, Outcome, Results
+from infergate.reports.memory import memory_section
 from infergate.reports.page import CSS, table
 from infergate.reports.verdict import CLUSTER, Cause, by_where, headline
 
@@ -40,6 +41,7 @@ def render_html(results: Results) -> str:
         "<h2>Tokens/s and latency per level</h2>",
         table(_LEVEL_HEADER, [_level_row(s) for s in results.levels]),
         *_pictures(results),
+        memory_section(results.memory),
         _conformance(results.conformance),
         _nodes(results.nodes),
     ]

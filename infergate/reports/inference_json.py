@@ -12,6 +12,7 @@ from typing import Any
 
 from infergate.inference.metrics import summary_from_dict, summary_to_dict
 from infergate.reports.inference import Evidence, Gates, Outcome, ReportMeta, Results
+from infergate.reports.memory_curve import memory_curve
 from infergate.reports.version import ToolVersion
 
 SCHEMA_VERSION = 3  # 1: before schema_version; docs/reports.md says what 2 and 3 added
@@ -31,6 +32,7 @@ def to_json(results: Results) -> dict[str, object]:
         "nodes": [dict(n) for n in results.nodes],
         "evidence": [asdict(e) for e in results.evidence],
         "gates": asdict(results.gates),
+        "memory": [asdict(c) for c in results.memory],
     }
 
 
@@ -51,4 +53,5 @@ def read_results(path: Path) -> Results:
         evidence=tuple(Evidence(**e) for e in data["evidence"]),
         tool=ToolVersion(**data["tool"]),
         gates=Gates(**data.get("gates", {})),  # schema 3 before the gates were written
+        memory=tuple(memory_curve(c) for c in data.get("memory", [])),
     )
