@@ -22,7 +22,8 @@ MODE_KEY = plan_key("guard.memory")
 TICK = "@@@ tick"  # a tick's first line: `@@@ tick <the node's uptime in s>`
 END = "@@@ end"  # and its last
 GPUS = "@@@ gpus"  # once, first: each GPU's memory.total ("[N/A]" on unified memory)
-_GPU_FIELDS = ("index", "memory.total")
+# the form of a recorded GB10 answer (selftest/data/gb10/query-gpu-index-name-memory.csv)
+_GPU_FIELDS = ("index", "name", "memory.total", "memory.used", "memory.free")
 
 
 def sampler_script(interval_s: float) -> str:
@@ -92,7 +93,7 @@ def parse_gpus(text: str) -> bool:
     """Whether the node's memory is unified (a GPU reporting no memory of its own, GB10);
     no nvidia-smi (nothing printed) is not.
 
-    Sample line (GB10): ``0, [N/A]``
+    Sample line (GB10): ``0, NVIDIA GB10, [N/A], [N/A], [N/A]``
     """
     gpus = parse_nvidia_smi_query_gpu(text, _GPU_FIELDS) if text.strip() else []
     return bool(gpus) and memory_source(gpus) is MemorySource.MEMINFO
