@@ -195,3 +195,15 @@ def test_the_script_forks_only_sleep_per_tick() -> None:
     loop = script.split("while :; do", 1)[1]
     assert [c for c in ("cat ", "awk", "grep", "date") if c in loop] == []
     assert "sleep 1\n" in loop
+
+
+def test_an_h200_host_has_memory_of_its_own_and_a_cgroup_v2_limit_is_read() -> None:
+    """The loop on a lent H200 host (cgroup v2, its sandbox limited to 128 GiB)."""
+    items = list(ticks(recorded("sampler-h200.txt").splitlines()))
+    assert items[0] is False  # 143771 MiB of its own: the guard records, `auto` does not act
+    first = items[1]
+    assert isinstance(first, MemorySample)
+    assert first.available == 131466068 * 1024
+    assert first.usable == first.available  # the 128 GiB limit leaves more than MemAvailable
+    assert first.bound == ""
+    assert enforced(Guard(), False) is False
