@@ -8,6 +8,7 @@ write after the controller's ssh is gone (SIGPIPE): nothing is left on the node.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -101,7 +102,7 @@ def parse_gpus(text: str) -> bool:
 
 def ticks(lines: Iterable[str]) -> Iterator[bool | MemorySample]:
     """The sampler's output as it comes: first whether the node is unified memory, then a
-    sample per tick; a tick cut short (the stream ended) is dropped."""
+    sample per tick; a tick cut short (the stream ended) or unreadable is dropped."""
     header, body, gpus = "", list[str](), list[str]()
     for line in lines:
         if line == GPUS:
@@ -111,7 +112,8 @@ def ticks(lines: Iterable[str]) -> Iterator[bool | MemorySample]:
                 yield parse_gpus("\n".join(gpus))
             header, body = line, []
         elif line == END and header:
-            yield parse_tick(header, "\n".join(body))
+            with contextlib.suppress(ValueError):  # a tick without MemAvailable: skipped
+                yield parse_tick(header, "\n".join(body))
         elif header:
             body.append(line)
         else:

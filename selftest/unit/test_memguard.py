@@ -207,3 +207,11 @@ def test_an_h200_host_has_memory_of_its_own_and_a_cgroup_v2_limit_is_read() -> N
     assert first.usable == first.available  # the 128 GiB limit leaves more than MemAvailable
     assert first.bound == ""
     assert enforced(Guard(), False) is False
+
+
+def test_an_unreadable_tick_is_dropped_and_the_next_is_read() -> None:
+    lines = [GPUS, f"{TICK} 1.0", "MemTotal: 1 kB", "@@@ end", f"{TICK} 2.0"]
+    lines += ["MemTotal: 4 kB", "MemAvailable: 2 kB", "@@@ end"]
+    items = list(ticks(lines))
+    assert items[0] is False
+    assert [s.t_s for s in items[1:] if isinstance(s, MemorySample)] == [2.0]
