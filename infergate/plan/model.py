@@ -312,6 +312,23 @@ class Inference:
     parity: Parity = Parity()  # the answers against a recorded reference
 
 
+GuardMode = Literal["auto", "on", "off"]
+GUARD_MODES: tuple[GuardMode, ...] = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The memory guard of the launch and the load: MemAvailable below a floor stops the run."""
+
+    # auto: stop the run on unified memory (a GPU with no memory of its own, GB10); on: on
+    # every node; off: no sampling. auto and on record the curves everywhere
+    memory: GuardMode = "auto"
+    # MemAvailable (bounded by the node's memory cgroup) below this stops the run; the
+    # 2x GB10 reporters' watchdog used 8 GiB
+    memory_floor_gib: float = 8.0
+    memory_interval_s: float = 1.0  # seconds between two samples of a node
+
+
 @dataclass(frozen=True)
 class Inventory:
     name: str  # the plan's name, in reports
@@ -323,6 +340,7 @@ class Inventory:
     thresholds: Thresholds  # the figures checks gate on, each with a default
     allow: Allow = Allow()
     inference: Inference = Inference()
+    guard: Guard = Guard()
 
     @property
     def head(self) -> Node:
@@ -437,6 +455,7 @@ def parse_inventory(data: object) -> Inventory:
         thresholds=top.get("thresholds", _thresholds, Thresholds()),
         allow=top.get("allow", _allow, Allow()),
         inference=top.get("inference", _inference, Inference()),
+        guard=top.get("guard", _guard, Guard()),
     )
     check_plan(top.built(inventory))
     return replace(inventory, nodes=_with_hops(inventory.nodes))
@@ -812,3 +831,16 @@ def _regex(data: object, path: str) -> str:
     except re.error as e:
         raise InventoryError(path, f"{found!r} is not a regular expression: {e}") from None
     return found
+
+
+def _guard(data: object, path: str) -> Guard:
+    s = v.Section(data, path, keys(Guard))
+    d = Guard()
+    guard = Guard(
+        memory=cast(GuardMode, s.get("memory", v.choice(GUARD_MODES), str(d.memory))),
+        memory_floor_gib=s.get("memory_floor_gib", _GIB_OR_ZERO, d.memory_floor_gib),
+        memory_interval_s=s.get(
+            "memory_interval_s", v.number_in(0.2, 60, " s"), d.memory_interval_s
+        ),
+    )
+    return s.built(guard)

@@ -46,6 +46,7 @@ _PROBE: dict[str, object] = {
         "ladder": {},
         "parity": {},
     },
+    "guard": {},
 }
 
 _FIELD = re.compile(r"    (\w+): ")  # a field of a dataclass, as model.py writes one

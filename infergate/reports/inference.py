@@ -14,6 +14,7 @@ from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.plan.model import Inference, Node
+from infergate.reports.memory_curve import MemoryCurve
 from infergate.reports.summary import summary_row
 from infergate.reports.version import ToolVersion, tool_version
 
@@ -78,6 +79,7 @@ class Results:
     # per prompt, against the reference (inference.parity): infergate.inference.parity's
     # Comparison.as_dict() and `passed`
     parity: tuple[Mapping[str, object], ...] = ()
+    memory: tuple[MemoryCurve, ...] = ()  # the memory guard's curves, per node
 
 
 def node_facts(

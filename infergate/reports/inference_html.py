@@ -13,6 +13,7 @@ from infergate.inference.metrics import Distribution, LevelSummary
 from infergate.inference.samples import LevelSamples
 from infergate.reports import plots
 from infergate.reports.inference import Evidence, Gates, Outcome, Results
+from infergate.reports.memory import memory_section
 from infergate.reports.page import CSS, table
 from infergate.reports.verdict import CLUSTER, Cause, by_where, headline
 
@@ -43,6 +44,7 @@ def render_html(results: Results) -> str:
         *_pictures(results),
         _ladder(results.ladder),
         _parity(results.parity),
+        memory_section(results.memory),
         _conformance(results.conformance),
         _nodes(results.nodes),
     ]

@@ -13,6 +13,7 @@ from typing import Any
 from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import summary_from_dict, summary_to_dict
 from infergate.reports.inference import Evidence, Gates, Outcome, ReportMeta, Results
+from infergate.reports.memory_curve import memory_curve
 from infergate.reports.version import ToolVersion
 
 SCHEMA_VERSION = 3  # 1: before schema_version; docs/reports.md says what 2 and 3 added
@@ -34,6 +35,7 @@ def to_json(results: Results) -> dict[str, object]:
         "gates": asdict(results.gates),
         "ladder": [asdict(r) for r in results.ladder],
         "parity": [dict(p) for p in results.parity],
+        "memory": [asdict(c) for c in results.memory],
     }
 
 
@@ -56,4 +58,5 @@ def read_results(path: Path) -> Results:
         gates=Gates(**data.get("gates", {})),  # schema 3 before the gates were written
         ladder=tuple(RungFigures(**r) for r in data.get("ladder", [])),  # none before it
         parity=tuple(data.get("parity", ())),  # before reference parity: none
+        memory=tuple(memory_curve(c) for c in data.get("memory", [])),
     )

@@ -127,8 +127,9 @@ def served_and_left_only_what_it_found(run: SuiteRun, pytester: pytest.Pytester,
     assert foreign_running(lab), "the run stopped a container it did not start"
     report = run_folder_in(pytester.path / "report")
     # tok/s and TTFT against concurrency, latency-throughput, the TTFT and ITL distributions,
-    # tok/s over time, the engine's /metrics: a missing one says its data was not there
-    assert (report / "report.html").read_text().count("data:image/png;base64,") == 7
+    # tok/s over time, the engine's /metrics, the memory guard's curve of each node: a missing
+    # one says its data was not there
+    assert (report / "report.html").read_text().count("data:image/png;base64,") == 7 + 2
     assert (report / "evidence" / "node2" / "container.log").stat().st_size > 0
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from infergate.plan.apikey import HIDDEN
+from infergate.reports.inference_json import read_results
 from infergate_lab import Lab
 from selftest.lab.test_deploy_lab import (
     BACKSTOP,
@@ -39,6 +40,7 @@ KEY = "sk-lab-engine-key-3f9b0d6e"
 MARKED = "lab-marked-credential-71c2"
 NODE_PASS = "node2-password-e5a0b3"
 SECRETS = (TOKEN, KEY, MARKED, NODE_PASS)
+GREEN_FLOOR_GIB = 0.5  # far below what a lab node keeps while serving (docs/memory-guard.md)
 PS = ["ps", "-ww", "-eo", "args"]
 ERRS = "test_errors_on_purpose.py::test_errors_on_purpose"
 SERVED_WITH_THE_KEY = {
@@ -74,6 +76,8 @@ def secret_plan(plan: dict) -> None:
     engine["secret_env"] = ["LAB_CREDENTIAL"]
     plan["nodes"][1]["env"] = {"DB_PASSWORD": NODE_PASS}
     short_sweep(plan)
+    # the memory guard rides along (test_memguard_lab's green side): its curves in the report
+    plan["guard"] = {"memory": "on", "memory_floor_gib": GREEN_FLOOR_GIB}
 
 
 @contextmanager
@@ -152,5 +156,20 @@ def test_healthy_launch_serves_with_secrets_shown_nowhere(engine_lab, pytester, 
     assert "--api-key" not in inspect
     assert f"DB_PASSWORD={HIDDEN}" in (report / "evidence" / "node2" / "inspect.json").read_text()
 
+    guarded_the_whole_run(report)
+
     modes = {str(p): stat.S_IMODE(p.stat().st_mode) for p in [report, *report.rglob("*")]}
     assert {p: m for p, m in modes.items() if m != (0o700 if Path(p).is_dir() else 0o600)} == {}
+
+
+def guarded_the_whole_run(report: Path) -> None:
+    """Both nodes sampled through the launch and the load, above the floor, and drawn."""
+    curves = read_results(report / "results.json").memory
+    assert [c.where for c in curves] == ["node1 (10.251.0.11)", "node2 (10.251.0.12)"]
+    for c in curves:
+        assert c.enforced
+        assert len(c.t_s) >= 20, c  # a tick a second through a launch of 20 s and more
+        assert GREEN_FLOOR_GIB < min(c.available_gib) < 6, c  # bounded by the node's 6 GiB
+        print(f"{c.where}: {len(c.t_s)} samples, lowest {min(c.available_gib):.2f} GiB")
+    page = (report / "report.html").read_text()
+    assert "Memory during the launch and the load" in page
