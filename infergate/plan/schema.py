@@ -41,6 +41,7 @@ _PROBE: dict[str, object] = {
     "thresholds": {},
     "allow": {},
     "inference": {"probes": [{"prompt": "p", "expect": "e"}], "slo": {}},
+    "chaos": {},
 }
 
 _FIELD = re.compile(r"    (\w+): ")  # a field of a dataclass, as model.py writes one

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infergate.deploy.chaos import Timeline
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.plan.model import Inference, Node
@@ -73,6 +74,7 @@ class Results:
     engine: tuple[EngineSample, ...] = ()
     tool: ToolVersion = field(default_factory=tool_version)
     gates: Gates = Gates()
+    chaos: tuple[Timeline, ...] = ()  # a chaos run's actions (docs/chaos.md)
 
 
 def node_facts(

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from infergate.deploy import chaos
 from infergate.inference.metrics import summary_from_dict, summary_to_dict
 from infergate.reports.inference import Evidence, Gates, Outcome, ReportMeta, Results
 from infergate.reports.version import ToolVersion
@@ -31,6 +32,7 @@ def to_json(results: Results) -> dict[str, object]:
         "nodes": [dict(n) for n in results.nodes],
         "evidence": [asdict(e) for e in results.evidence],
         "gates": asdict(results.gates),
+        "chaos": [chaos.to_dict(t) for t in results.chaos],
     }
 
 
@@ -51,4 +53,5 @@ def read_results(path: Path) -> Results:
         evidence=tuple(Evidence(**e) for e in data["evidence"]),
         tool=ToolVersion(**data["tool"]),
         gates=Gates(**data.get("gates", {})),  # schema 3 before the gates were written
+        chaos=tuple(chaos.from_dict(t) for t in data.get("chaos", [])),
     )
