@@ -740,13 +740,15 @@ def _regex(data: object, path: str) -> str:
 
 
 _CHAOS_S = v.number_in(0, 3600, " s", above=True)
+# the choice reads a ChaosAction: mypy sees only its str
+_ACTIONS = cast(v.Reader[tuple[ChaosAction, ...]], v.list_of(v.choice(CHAOS_ACTIONS), min_len=1))
 
 
 def _chaos(data: object, path: str) -> Chaos:
     s = v.Section(data, path, keys(Chaos))
     d = Chaos()
     chaos = Chaos(
-        actions=s.get("actions", v.list_of(v.choice(CHAOS_ACTIONS), min_len=1), d.actions),
+        actions=s.get("actions", _ACTIONS, d.actions),
         cut_s=s.get("cut_s", _CHAOS_S, d.cut_s),
         observe_s=s.get("observe_s", _CHAOS_S, d.observe_s),
         probe_timeout_s=s.get("probe_timeout_s", _CHAOS_S, d.probe_timeout_s),
