@@ -1,0 +1,49 @@
+"""Failure detection in the lab (issue 29 part 3), for real: `-m chaos` on the TP 2 plan
+kills node2's engine container under light load, on a launch of its own. The lab's vLLM
+shows vllm#11996: its /health stays 200 with a dead rank, so the health gate is red, and that
+red is the finding; a generation fails at once, so the generation gate is green in the same
+run. Nothing is left: no container of the run, the link and the pause undone (docs/chaos.md
+has the figures)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from selftest.lab.test_deploy_lab import plan_file, run_containers, suite_args
+from selftest.suite import run_folder_in, run_suite
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
+
+KILLED = "test_chaos.py::test_probes_notice_a_killed_rank"
+OBSERVE_S = 20  # enough for a generation to fail; /health then stays 200 that long
+LIMITS = {"max_health_detect_s": 15, "max_generation_detect_s": 15}
+
+
+def chaos_plan(tmp_path, actions):
+    def change(plan):
+        plan["chaos"] = {"actions": actions, "observe_s": OBSERVE_S, "cut_s": 10, **LIMITS}
+
+    return plan_file(tmp_path, change)
+
+
+def test_a_killed_worker_is_missed_by_health_and_seen_by_a_generation(
+    engine_lab, pytester, tmp_path
+):
+    plan = chaos_plan(tmp_path, ["kill"])
+    run = run_suite(pytester, *suite_args(pytester, "-m", "chaos"), inventory=plan)
+    assert run.red() == {KILLED}, run.output
+    message = run.message(KILLED)
+    assert message.startswith("node2 (10.251.0.12): 1 problem(s)"), message
+    assert f"/health: did not notice in {OBSERVE_S} s (last: HTTP 200)" in message
+    assert "vllm#11996" in message
+    assert "a generation: noticed after" in message
+    assert "chaos.max_generation_detect_s" not in message, "the generation gate was red"
+    assert "rank node2 (10.251.0.12): exited" in message
+    report = run_folder_in(pytester.path / "report")
+    [kill] = json.loads((report / "results.json").read_text())["chaos"]
+    assert kill["detect_s"]["health"] is None
+    assert kill["detect_s"]["generation"] <= LIMITS["max_generation_detect_s"]
+    assert "Failure detection (chaos)" in (report / "report.html").read_text()
+    assert run_containers(engine_lab) == {}
