@@ -8,6 +8,7 @@ has the figures)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -46,4 +47,25 @@ def test_a_killed_worker_is_missed_by_health_and_seen_by_a_generation(
     assert kill["detect_s"]["health"] is None
     assert kill["detect_s"]["generation"] <= LIMITS["max_generation_detect_s"]
     assert "Failure detection (chaos)" in (report / "report.html").read_text()
+    assert run_containers(engine_lab) == {}
+
+
+PAUSED = "test_chaos.py::test_probes_notice_a_paused_rank"
+CUT = "test_chaos.py::test_probes_notice_a_cut_fabric"
+
+
+@pytest.mark.skipif(
+    os.environ.get("INFERGATE_LAB_CHAOS_ALL") != "1",
+    reason="two more launches (~4 min here): INFERGATE_LAB_CHAOS_ALL=1 runs them",
+)
+def test_a_paused_worker_and_a_cut_fabric_are_timed_and_undone(engine_lab, pytester, tmp_path):
+    plan = chaos_plan(tmp_path, ["pause", "cut"])
+    run = run_suite(pytester, *suite_args(pytester, "-m", "chaos"), inventory=plan)
+    assert {PAUSED, CUT} <= set(run.outcomes), run.output
+    assert "rank node2 (10.251.0.12): paused" in run.message(PAUSED)
+    report = run_folder_in(pytester.path / "report")
+    timelines = json.loads((report / "results.json").read_text())["chaos"]
+    assert [t["action"] for t in timelines] == ["pause", "cut"]
+    link = engine_lab.ssh("node2", ["ip -o link show fab0"]).stdout
+    assert "state UP" in link, f"the cut was not undone: {link}"
     assert run_containers(engine_lab) == {}
