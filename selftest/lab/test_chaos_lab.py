@@ -18,7 +18,7 @@ from selftest.suite import run_folder_in, run_suite
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
 KILLED = "test_chaos.py::test_probes_notice_a_killed_rank"
-OBSERVE_S = 20  # enough for a generation to fail; /health then stays 200 that long
+OBSERVE_S = 40  # past the EngineCore's own failure of the requests in flight (+21 s)
 LIMITS = {"max_health_detect_s": 15, "max_generation_detect_s": 15}
 
 
@@ -36,15 +36,16 @@ def test_a_killed_worker_is_missed_by_health_and_seen_by_a_generation(
     run = run_suite(pytester, *suite_args(pytester, "-m", "chaos"), inventory=plan)
     assert run.red() == {KILLED}, run.output
     message = run.message(KILLED)
-    assert message.startswith("node2 (10.251.0.12): 1 problem(s)"), message
-    assert f"/health: did not notice in {OBSERVE_S} s (last: HTTP 200)" in message
+    assert "node2 (10.251.0.12): 1 problem(s)" in message.splitlines()[0], message
+    assert "after `docker kill` of node2 (10.251.0.12)'s rank:" in message
     assert "vllm#11996" in message
     assert "a generation: noticed after" in message
     assert "chaos.max_generation_detect_s" not in message, "the generation gate was red"
-    assert "rank node2 (10.251.0.12): exited" in message
+    assert "rank node2 (10.251.0.12): exited (container exited, exit code 137)" in message
     report = run_folder_in(pytester.path / "report")
     [kill] = json.loads((report / "results.json").read_text())["chaos"]
-    assert kill["detect_s"]["health"] is None
+    health = kill["detect_s"]["health"]
+    assert health is None or health > LIMITS["max_health_detect_s"], health
     assert kill["detect_s"]["generation"] <= LIMITS["max_generation_detect_s"]
     assert "Failure detection (chaos)" in (report / "report.html").read_text()
     assert run_containers(engine_lab) == {}
