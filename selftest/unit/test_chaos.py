@@ -17,12 +17,14 @@ from infergate.deploy.chaos import Blind, RankEnd, Seen, Timeline, check_detecti
 from infergate.deploy.watch import Process
 from infergate.engines.registry import engine_for
 from infergate.plan.model import Chaos, Node, Ssh, parse_inventory
+from infergate.problems import describe_all
 from infergate.reports.inference import ReportMeta, Results
 from infergate.reports.inference_html import render_html
 from infergate.reports.inference_json import read_results, render_json
 from selftest.suite import ROOT
 
 TP2 = ROOT / "inventories" / "lab-moe-tp2.yaml"
+DATA = ROOT / "selftest" / "data" / "chaos"
 VLLM = engine_for("vllm")
 BLIND = Blind(VLLM.health_issue, VLLM.liveness_probe)
 WORKER = "node2 (10.251.0.12)"
@@ -129,6 +131,30 @@ def test_the_generation_gate_is_judged_only_where_set() -> None:
     assert check_detection(noticed, Chaos(), BLIND) == []
     [problem] = check_detection(noticed, Chaos(max_generation_detect_s=10), BLIND)
     assert "chaos.max_generation_detect_s" in problem.planned
+
+
+def test_the_lab_kill_run_reads_as_recorded() -> None:
+    """The lab's kill (selftest/data/chaos/vllm-tp2-kill.txt): its figures, judged again,
+    give the recorded message word for word: /health blind for all of observe_s, a
+    generation timed out at 5.0 s, the head hung and node2 exited 137."""
+    recorded = (DATA / "vllm-tp2-kill.txt").read_text().rstrip("\n")
+    load = tuple(
+        line.removeprefix("    request in flight: ")
+        for line in recorded.splitlines()
+        if line.startswith("    request in flight: ")
+    )
+    timed_out = "no answer from http://10.251.0.11:8000/v1: TimeoutError: timed out"
+    noticed = {"health": None, "models": None, "generation": Seen(5.0, timed_out)}
+    last = {"health": "HTTP 200", "models": "HTTP 200", "generation": "HTTP 200"}
+    ranks = (
+        RankEnd(
+            "node1 (10.251.0.11)", "hung", "every process alive, the cluster does not generate"
+        ),
+        RankEnd(WORKER, "exited", "container exited, exit code 137"),
+    )
+    t = Timeline("kill", WORKER, 20.0, noticed, last, load, ranks)
+    limits = Chaos(observe_s=20, max_health_detect_s=15, max_generation_detect_s=15)
+    assert describe_all(WORKER, check_detection(t, limits, BLIND)) == recorded
 
 
 # --- the report -------------------------------------------------------------------------
