@@ -1,9 +1,9 @@
 """Failure detection in the lab (issue 29 part 3), for real: `-m chaos` on the TP 2 plan
 kills node2's engine container under light load, on a launch of its own. The lab's vLLM
-shows vllm#11996: its /health stays 200 with a dead rank, so the health gate is red, and that
-red is the finding; a generation fails at once, so the generation gate is green in the same
-run. Nothing is left: no container of the run, the link and the pause undone (docs/chaos.md
-has the figures)."""
+0.32.0 keeps /health at 200 for ~22 s (vllm#11996 until the head's EngineCore gives up), so
+the lab's 15 s health gate is red, naming it: the finding; a generation fails at its 5 s
+deadline, so the generation gate is green in the same run. Nothing is left behind
+(docs/chaos.md#what-the-lab-found has the figures)."""
 
 from __future__ import annotations
 

@@ -157,6 +157,19 @@ def test_the_lab_kill_run_reads_as_recorded() -> None:
     assert describe_all(WORKER, check_detection(t, limits, BLIND)) == recorded
 
 
+def test_the_lab_kill_with_40_s_of_probes_shows_health_late_not_blind() -> None:
+    """The lab's kill watched 40 s (selftest/data/chaos/vllm-tp2-kill-40s.json, results.json's
+    timeline): /health went 503 at 22.5 s, once the head's EngineCore gave up; within the
+    default 30 s gate that is green, within the lab's 15 s red."""
+    t = chaos.from_dict(json.loads((DATA / "vllm-tp2-kill-40s.json").read_text()))
+    assert check_detection(t, Chaos(), BLIND) == []
+    [late] = check_detection(t, Chaos(max_health_detect_s=15), BLIND)
+    assert "so /health noticed only after 22.5 s, past 15 s" in late.found
+    assert "rank node1 (10.251.0.11): partly dead (gone since ready: 32099 VLLM::EngineCore" in (
+        late.found
+    )
+
+
 # --- the report -------------------------------------------------------------------------
 
 
