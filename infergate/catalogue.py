@@ -383,6 +383,22 @@ CHECKS: dict[str, Entry] = {
         "deploy",
         "the logged line names the fix",
     ),
+    # chaos (opt-in: -m chaos, docs/chaos.md)
+    "test_probes_notice_a_killed_rank": E(
+        "IG-CHAOS-KILL-UNSEEN",
+        "deploy",
+        "probe with a generation (SGLang: /health_generate) or watch every rank",
+    ),
+    "test_probes_notice_a_paused_rank": E(
+        "IG-CHAOS-PAUSE-UNSEEN",
+        "deploy",
+        "probe with a generation under a deadline (SGLang: /health_generate)",
+    ),
+    "test_probes_notice_a_cut_fabric": E(
+        "IG-CHAOS-CUT-UNSEEN",
+        "deploy",
+        "probe with a generation under a deadline (SGLang: /health_generate)",
+    ),
     # inference
     "test_endpoint_serves_one_request": E(
         "IG-ENDPOINT-DOWN",

@@ -56,6 +56,9 @@ class Engine(ABC):
     metrics_hint: ClassVar[str] = ""  # what its /metrics needs, said when none was recorded
     # the names of conformance.BAD_REQUESTS it answers by design, each with why
     answers_by_design: ClassVar[Mapping[str, str]] = EMPTY
+    # where its /health stays 200 after a rank died, and the probe that notices (chaos.Blind)
+    health_issue: ClassVar[str]
+    liveness_probe: ClassVar[str]
 
     @abstractmethod
     def plan_launch(self, inventory: Inventory, run_id: str) -> Launch:

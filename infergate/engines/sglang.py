@@ -78,6 +78,14 @@ class SGLang(Engine):
     )
     probe = ImageProbe(("sglang",), "sglang.srt.models.registry", "sglang_parser", "--model-path")
     metrics_hint = "SGLang serves /metrics only with --enable-metrics in engine.flags"
+    health_issue = (
+        "sglang#4780, https://github.com/sgl-project/sglang/issues/4780: the head does not "
+        "see a worker node stop"
+    )
+    liveness_probe = (
+        "probe GET /health_generate, which generates through every rank, with a deadline of "
+        "a few s, or watch every rank's container and processes"
+    )
     answers_by_design = MappingProxyType(
         {
             "unknown-model": "SGLang serves any model name with its one model: its OpenAI layer "

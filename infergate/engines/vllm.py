@@ -40,6 +40,14 @@ class Vllm(Engine, ABC):
         "engine sizes it itself)"
     )
     probe = ImageProbe(("vllm",), "vllm", "vllm_parser", "")
+    health_issue = (
+        "vllm#11996, https://github.com/vllm-project/vllm/issues/11996: /health does not see "
+        "a dead worker"
+    )
+    liveness_probe = (
+        "probe with a short generation (POST /v1/completions, max_tokens 1, a deadline of a "
+        "few s) or watch every rank's container and processes"
+    )
 
 
 def vllm_port(inventory: Inventory, node: Node) -> dict[int, Bound]:

@@ -25,6 +25,8 @@ SET_BY_PARSER = {"plan_key": False}
 
 EngineKind = Literal["sglang", "vllm", "vllm-ray"]
 ENGINE_KINDS: tuple[EngineKind, ...] = ("sglang", "vllm", "vllm-ray")
+ChaosAction = Literal["kill", "pause", "cut"]
+CHAOS_ACTIONS: tuple[ChaosAction, ...] = ("kill", "pause", "cut")
 
 
 @dataclass(frozen=True)
@@ -330,6 +332,19 @@ class Guard:
 
 
 @dataclass(frozen=True)
+class Chaos:
+    """What the opt-in chaos tests (`-m chaos`) do to a worker rank; how soon probes notice."""
+
+    # kill: `docker kill` its container; pause: `docker pause`; cut: its fabric link down
+    actions: tuple[ChaosAction, ...] = CHAOS_ACTIONS
+    cut_s: float = 20.0  # how long the fabric stays down; the node restores it itself
+    observe_s: float = 60.0  # how long the probes watch after the action
+    probe_timeout_s: float = 5.0  # each probe's own deadline: a hung one counts as failed
+    max_health_detect_s: float = 30.0  # the head's /health must fail within this
+    max_generation_detect_s: float | None = None  # a generation must fail within this
+
+
+@dataclass(frozen=True)
 class Inventory:
     name: str  # the plan's name, in reports
     nodes: tuple[Node, ...]  # the machines, each running its share of the engine's ranks
@@ -341,6 +356,7 @@ class Inventory:
     allow: Allow = Allow()
     inference: Inference = Inference()
     guard: Guard = Guard()
+    chaos: Chaos = Chaos()
 
     @property
     def head(self) -> Node:
@@ -456,6 +472,7 @@ def parse_inventory(data: object) -> Inventory:
         allow=top.get("allow", _allow, Allow()),
         inference=top.get("inference", _inference, Inference()),
         guard=top.get("guard", _guard, Guard()),
+        chaos=top.get("chaos", _chaos, Chaos()),
     )
     check_plan(top.built(inventory))
     return replace(inventory, nodes=_with_hops(inventory.nodes))
@@ -844,3 +861,22 @@ def _guard(data: object, path: str) -> Guard:
         ),
     )
     return s.built(guard)
+
+
+_CHAOS_S = v.number_in(0, 3600, " s", above=True)
+# the choice reads a ChaosAction: mypy sees only its str
+_ACTIONS = cast(v.Reader[tuple[ChaosAction, ...]], v.list_of(v.choice(CHAOS_ACTIONS), min_len=1))
+
+
+def _chaos(data: object, path: str) -> Chaos:
+    s = v.Section(data, path, keys(Chaos))
+    d = Chaos()
+    chaos = Chaos(
+        actions=s.get("actions", _ACTIONS, d.actions),
+        cut_s=s.get("cut_s", _CHAOS_S, d.cut_s),
+        observe_s=s.get("observe_s", _CHAOS_S, d.observe_s),
+        probe_timeout_s=s.get("probe_timeout_s", _CHAOS_S, d.probe_timeout_s),
+        max_health_detect_s=s.get("max_health_detect_s", _CHAOS_S, d.max_health_detect_s),
+        max_generation_detect_s=s.maybe("max_generation_detect_s", _CHAOS_S),
+    )
+    return s.built(chaos)

@@ -47,6 +47,7 @@ _PROBE: dict[str, object] = {
         "parity": {},
     },
     "guard": {},
+    "chaos": {},
 }
 
 _FIELD = re.compile(r"    (\w+): ")  # a field of a dataclass, as model.py writes one

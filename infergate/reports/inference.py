@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infergate.deploy.chaos import Timeline
 from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import LevelSummary
 from infergate.inference.samples import EngineSample, LevelSamples
@@ -80,6 +81,7 @@ class Results:
     # Comparison.as_dict() and `passed`
     parity: tuple[Mapping[str, object], ...] = ()
     memory: tuple[MemoryCurve, ...] = ()  # the memory guard's curves, per node
+    chaos: tuple[Timeline, ...] = ()  # a chaos run's actions (docs/chaos.md)
 
 
 def node_facts(

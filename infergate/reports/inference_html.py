@@ -8,6 +8,7 @@ import html
 from collections.abc import Mapping, Sequence
 
 from infergate.catalogue import WARN, entry
+from infergate.deploy.chaos import PROBES, SHOWN, Timeline
 from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import Distribution, LevelSummary
 from infergate.inference.samples import LevelSamples
@@ -47,6 +48,7 @@ def render_html(results: Results) -> str:
         memory_section(results.memory),
         _conformance(results.conformance),
         _nodes(results.nodes),
+        _chaos(results.chaos),
     ]
     parts += [_evidence(results.evidence), "</body></html>\n"]
     return "\n".join(parts)
@@ -233,3 +235,26 @@ def _evidence(evidence: Sequence[Evidence]) -> str:
         for e in evidence
     )
     return f"<h2>Evidence</h2><ul>{items}</ul>"
+
+
+def _chaos(timelines: Sequence[Timeline]) -> str:
+    """A chaos run's actions: per action, when each probe noticed and every rank's end."""
+    if not timelines:
+        return ""
+    parts = ["<h2>Failure detection (chaos)</h2>"]
+    for t in timelines:
+        noticed = [_noticed(t.detect_s(p), t.observe_s) for p in PROBES]
+        parts.append(f"<h3>{html.escape(t.action)} on {html.escape(t.where)}</h3>")
+        parts.append(table([f"{SHOWN[p]} failed after" for p in PROBES], [noticed]))
+        ranks = [
+            [html.escape(r.where), html.escape(r.state), html.escape(r.detail)] for r in t.ranks
+        ]
+        load = [[html.escape("request in flight"), "", html.escape(said)] for said in t.load]
+        parts.append(table(["rank", "end state", "detail"], ranks + load, "text"))
+    return "\n".join(parts)
+
+
+def _noticed(seconds: float | None, observe_s: float) -> str:
+    if seconds is None:
+        return f"<span class=fail>not in {observe_s:g} s</span>"
+    return f"{seconds:.1f} s"

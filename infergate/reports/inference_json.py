@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from infergate.deploy import chaos
 from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import summary_from_dict, summary_to_dict
 from infergate.reports.inference import Evidence, Gates, Outcome, ReportMeta, Results
@@ -36,6 +37,7 @@ def to_json(results: Results) -> dict[str, object]:
         "ladder": [asdict(r) for r in results.ladder],
         "parity": [dict(p) for p in results.parity],
         "memory": [asdict(c) for c in results.memory],
+        "chaos": [chaos.to_dict(t) for t in results.chaos],
     }
 
 
@@ -59,4 +61,5 @@ def read_results(path: Path) -> Results:
         ladder=tuple(RungFigures(**r) for r in data.get("ladder", [])),  # none before it
         parity=tuple(data.get("parity", ())),  # before reference parity: none
         memory=tuple(memory_curve(c) for c in data.get("memory", [])),
+        chaos=tuple(chaos.from_dict(t) for t in data.get("chaos", [])),
     )

@@ -117,6 +117,7 @@ def served_and_left_only_what_it_found(run: SuiteRun, pytester: pytest.Pytester,
     assert PYTEST_TIMEOUT not in run.output
     assert ready_after(pytester) > 5 * 2, "the launch hardly outlasted the backstop"
     assert "test_performance.py::test_throughput_meets_the_plan" in run.outcomes
+    assert not [t for t in run.outcomes if "test_chaos.py" in t], "the default run ran chaos"
     passed = {t for t, o in run.outcomes.items() if o.status == "passed"}
     assert {f"test_deploy.py::test_rank_is_alive[{n}]" for n in NODES} <= passed
     assert "test_conformance.py::test_openai_client_works_end_to_end" in passed

@@ -243,7 +243,7 @@ def bad_at(case_id: str, changes: list[tuple[str, object]], at: str, says: str) 
 
 
 BAD = [
-    bad("top-unknown-key", "nodez", [], "unknown key; known keys: allow, engine, fabric, "),
+    bad("top-unknown-key", "nodez", [], "unknown key; known keys: allow, "),
     bad("top-name-missing", "name", DELETE, "required key is missing"),
     bad("top-name-int", "name", 5, "expected a string, got 5 (int)"),
     bad("top-name-blank", "name", "  ", "must not be empty"),
