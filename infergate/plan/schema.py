@@ -8,12 +8,15 @@ is in both the next time they are generated.
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
+import functools
 import inspect
 import io
 import json
 import re
+import sys
 import tokenize
 import types
 import typing
@@ -208,9 +211,22 @@ def _class_doc(cls: type) -> str:
     return "" if doc.startswith(f"{cls.__name__}(") else _first_sentence(doc)
 
 
+@functools.cache
+def _class_sources(module: str) -> dict[str, str]:
+    """The source of each top-level class of MODULE, from one parse of its file: getsource
+    parses the whole module again for each class (a second of CPU for the plan's sections)."""
+    text = inspect.getsource(sys.modules[module])
+    lines = text.splitlines(keepends=True)
+    return {
+        node.name: "".join(lines[node.lineno - 1 : node.end_lineno])
+        for node in ast.parse(text).body
+        if isinstance(node, ast.ClassDef)
+    }
+
+
 def _field_docs(cls: type) -> dict[str, str]:
     """The comment of each field of a dataclass: the comment lines above it and the one beside."""
-    source = inspect.getsource(cls)
+    source = _class_sources(cls.__module__)[cls.__qualname__]
     comments = {
         token.start[0]: token.string.lstrip("#").strip()
         for token in tokenize.generate_tokens(io.StringIO(source).readline)
