@@ -8,6 +8,7 @@ every node, whatever happened. A launch refused before it started anything remov
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from pathlib import Path
 from types import TracebackType
 
@@ -15,6 +16,7 @@ from infergate.deploy import gates, news, starting
 from infergate.deploy.api import HttpAnswer
 from infergate.deploy.evidence import save_evidence
 from infergate.deploy.failure import unreached
+from infergate.deploy.forensics import take_stacks
 from infergate.deploy.removal import remove_launch, stop_hint
 from infergate.deploy.state import DeployOptions, LaunchState, NodeIo, Say
 from infergate.deploy.watch import NodeWatch
@@ -100,6 +102,14 @@ class Deployment:
     def catch_up(self, node: str) -> NodeWatch:
         """The node's container state and log lines, with what the kernel OOM-killed in it."""
         return news.catch_up(self.state, node)
+
+    def stacks(self, when: str) -> list[str]:
+        """Where each engine process waits now, a request having hung past its deadline (the
+        lines of forensics.py), kept as evidence/NODE/stacks-WHEN.txt with the last lines."""
+        for node in self.state.started():
+            with suppress(Exception):  # a node that cannot answer: its stacks' line says why
+                self.catch_up(node)
+        return take_stacks(self.state, when)
 
     def rank_problems(self, node: str) -> list[Problem]:
         """What shows NODE's rank dead: its container stopped, a process gone since ready."""

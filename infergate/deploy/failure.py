@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from infergate.deploy.stacks import WAITS
 from infergate.deploy.watch import NodeWatch, error_lines, last_said, missing
 from infergate.engines.launch import Gate, Launch, Milestone
 from infergate.problems import Problem, describe_all
@@ -40,7 +41,7 @@ def failure_text(
     text = [f"{heading}{f' at `{at}`' if at else ''} after {elapsed_s:.1f} s:"]
     text += [describe_all(where[n], p) for n, p in problems.items()]
     if stacks:
-        text += ["where each process waits (py-spy):", *[f"  {line}" for line in stacks]]
+        text += [WAITS, *[f"  {line}" for line in stacks]]
     text.append(tails(watches, where))
     if evidence:
         text.append(f"evidence: {evidence}")

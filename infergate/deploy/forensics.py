@@ -46,14 +46,15 @@ set -- $(cd /proc && ls -d [0-9]* | grep -vx "$$")
 {DUMPS}"""
 
 
-def take_stacks(s: LaunchState) -> list[str]:
-    """Every started node's stacks and last log lines into the evidence, at once; the
-    lines that say where each Python process waits (or why no stack was taken)."""
-    found = each(s.started(), lambda node: node_stacks(s, node))
+def take_stacks(s: LaunchState, when: str = "") -> list[str]:
+    """Every started node's stacks and last log lines into the evidence, at once (WHEN, a
+    request that hung after ready, names the files: stacks-WHEN.txt); the lines that say
+    where each Python process waits (or why no stack was taken)."""
+    found = each(s.started(), lambda node: node_stacks(s, node, when))
     return [line for lines in found.values() for line in lines]
 
 
-def node_stacks(s: LaunchState, node: str) -> list[str]:
+def node_stacks(s: LaunchState, node: str, when: str = "") -> list[str]:
     """NODE's dumps, from the node, else from inside its container; kept and judged."""
     try:
         began = time.monotonic()
@@ -62,7 +63,7 @@ def node_stacks(s: LaunchState, node: str) -> list[str]:
         if not dumped(tried[0][1]):
             tried.append((INSIDE, in_container(s, node)))
         took = f"# {len(pids)} process(es) in {time.monotonic() - began:.1f} s\n"
-        stacks = keep(s, node, took + "".join(f"# {HOW[how]}\n{t}" for how, t in tried))
+        stacks = keep(s, node, took + "".join(f"# {HOW[how]}\n{t}" for how, t in tried), when)
     except Exception as e:  # the launch's own failure must still be told
         return [f"{s.where(node)}: no stacks taken: {s.hide(str(e))}"]
     dumps = [parse_py_spy_dump(pid, d) for pid, d in split_dumps(tried[-1][1]).items()]
@@ -87,14 +88,16 @@ def dumped(text: str) -> bool:
     return any(not parse_py_spy_dump(pid, d).error for pid, d in dumps.items())
 
 
-def keep(s: LaunchState, node: str, stacks: str) -> str:
-    """NODE's stacks and last log lines in the evidence; where the stacks are, to name."""
+def keep(s: LaunchState, node: str, stacks: str, when: str = "") -> str:
+    """NODE's stacks and last log lines in the evidence (stacks-WHEN.txt where WHEN is
+    given); where the stacks are, to name."""
     if s.evidence is None:
         return "not kept (no evidence folder)"
-    into = private_dir(s.evidence / node)
-    write_private(into / "stacks.txt", stacks)
-    write_private(into / "last-lines.txt", "\n".join(s.watches[node].last_lines(LAST_LINES)))
-    return f"{s.evidence.name}/{node}/stacks.txt"
+    into, suffix = private_dir(s.evidence / node), f"-{when}" if when else ""
+    write_private(into / f"stacks{suffix}.txt", stacks)
+    lines = "\n".join(s.watches[node].last_lines(LAST_LINES))
+    write_private(into / f"last-lines{suffix}.txt", lines)
+    return f"{s.evidence.name}/{node}/stacks{suffix}.txt"
 
 
 def no_stacks(where: str, tried: list[tuple[str, str]]) -> str:

@@ -20,6 +20,7 @@ GENERIC = (
     *("contextlib.py", "functools.py", "<frozen "),
 )
 MARK = "### pid "  # the dump script's line before each process's dump
+WAITS = "where each process waits (py-spy):"  # before the lines of rank_lines
 
 _PROCESS = re.compile(r"^Process (\d+): (.*)$")
 _THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?$')
@@ -162,3 +163,8 @@ def rank_lines(where: str, dumps: list[Dump], stacks: str) -> list[str]:
             said += f", called from {called}"
         lines.append(f"{where} pid {dump.pid} {title(dump)}: {said}; stacks: {stacks}")
     return lines
+
+
+def waits_clause(lines: list[str]) -> str:
+    """LINES (rank_lines') as one clause of a failure's line: "" where none was taken."""
+    return f"{WAITS} {' | '.join(lines)}" if lines else ""

@@ -39,6 +39,7 @@ class StreamRecord:
     usage: Mapping[str, object] | None
     raw: str  # the response body as received, for framing checks
     arrival_s: float | None = None  # an open loop's planned arrival; None in a closed loop
+    timed_out: bool = False  # its deadline ran out: a hang, where the forensics look
 
     @property
     def ok(self) -> bool:
@@ -72,6 +73,7 @@ class _Recorder:
     usage: Mapping[str, object] | None = None
     raw: list[str] = field(default_factory=list)
     done: bool = False
+    timed_out: bool = False
 
     def on_event(self, event: Event, now: float) -> None:
         chunk = event.chunk()
@@ -104,6 +106,7 @@ class _Recorder:
             finish_reason=self.finish_reason,
             usage=self.usage,
             raw="".join(self.raw),
+            timed_out=self.timed_out,
         )
 
 
@@ -137,7 +140,7 @@ def stream_completion(
     except http_session.ERRORS as e:
         seen = f" after {len(rec.times)} content chunk(s)" if rec.status == 200 else ""
         # the deadline only where it ran out: a refused port waited for nothing
-        timed = http_session.cause(e) == http_session.TIMEOUT
+        timed = rec.timed_out = http_session.cause(e) == http_session.TIMEOUT
         rec.error = (
             http_session.describe(e) + seen + (f" (timeout {timeout_s:g} s)" if timed else "")
         )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from infergate.checks.kv_budget import parse_token_count
+from infergate.deploy.stacks import waits_clause
 from infergate.engines.registry import engine_for
 from infergate.inference.client import StreamRecord
 from infergate.inference.endpoint import REQUEST_TIMEOUT_S
@@ -49,6 +50,11 @@ class Rung:
     @property
     def named(self) -> str:
         return f"rung {self.label} ({self.input_tokens} tokens in, {self.output_tokens} out)"
+
+    @property
+    def file_label(self) -> str:
+        """Its name in a file's: "ladder-95pct-x2"."""
+        return "ladder-" + self.label.replace("%", "pct").replace(" ", "-")
 
 
 def slack(tokens: int) -> int:
@@ -146,6 +152,7 @@ class RungRun:
     unbuilt: str = ""
     head_log: str = ""
     kernel: tuple[str, ...] = ()
+    stacks: tuple[str, ...] = ()  # where each engine process waited, a request having hung
 
 
 def request_problems(rung: Rung, record: StreamRecord) -> list[str]:
@@ -186,16 +193,18 @@ def check_rung(run: RungRun) -> list[Problem]:
         return []
     said = [f"the head's engine log meanwhile: {run.head_log}" if run.head_log else ""]
     said += [f"kernel log since the rung began: {'; '.join(run.kernel)}" if run.kernel else ""]
+    said += [waits_clause(list(run.stacks))]
     return [
         Problem(
             found=f"{run.rung.named}: " + "; ".join(found + [s for s in said if s]),
             planned=f"every request completes with {run.rung.input_tokens} ± "
             f"{slack(run.rung.input_tokens)} prompt and {run.rung.output_tokens} completion tokens",
-            remedy=_REMEDY,
+            remedy=(_HUNG if run.stacks else "") + _REMEDY,
         )
     ]
 
 
+_HUNG = "a request hung past its deadline: the stacks name where each rank waits; "
 _REMEDY = (
     "read the head's engine log around the rung (evidence/<head>/container.log); an Xid, an "
     "OOM or a node that reset means the context does not fit the nodes: plan a smaller "

@@ -2,7 +2,8 @@
 nodes hangs the lab's TP 2 vLLM launch inside torch.distributed's init; before the teardown
 every process of both nodes' containers is dumped with py-spy (the lab puts it in each node's
 ~/.local/bin), the stacks and last log lines land under evidence/NODE/, the failure names the
-frame each rank waits in, and nothing is left running. SGLang's is test_sglang_lab's hang."""
+frame each rank waits in, and nothing is left running. SGLang's is test_sglang_lab's hang.
+A request that hangs after ready (node2's rank frozen) gets the same, as stacks-endpoint.txt."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from infergate.deploy.stacks import WAITS
+from infergate.engines.labels import RUN_LABEL
 from selftest.lab.test_deploy_lab import (
     NODES,
     deploy,
@@ -18,7 +21,10 @@ from selftest.lab.test_deploy_lab import (
     launch_failure,
     plan_file,
     run_containers,
+    short_sweep,
+    suite_args,
 )
+from selftest.suite import run_folder_in, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
@@ -61,9 +67,62 @@ def test_vllm_hang_at_init_names_the_frame_each_rank_waits_in(engine_lab, pytest
     plan = plan_file(tmp_path, hangs_longer)
     message = launch_failure(deploy(pytester, plan))
     assert "failed at `distributed init`" in message, message
-    assert "where each process waits (py-spy):" in message
+    assert WAITS in message
     # this 2-core machine, shared with other runs, had the workers still importing at 90 s
     # (docs/forensics.md#measured-in-the-lab): the engine's own frames, or torch's
     stacks_named(message, ("torch/distributed/", "vllm/"))
     assert DIST_INIT_S <= detected_after(message) < DIST_INIT_S + 5
+    assert run_containers(engine_lab) == {}
+
+
+# node2's engine container frozen (`docker pause`) while the endpoint root's first request
+# is sent, thawed after: the request hangs on the head's all-reduce with the frozen rank
+FREEZER = f"""
+import pytest
+from infergate_lab import Lab
+
+RUN = "$(docker ps -q --filter label={RUN_LABEL})"
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    if fixturedef.argname != "served":
+        return (yield)
+    lab = Lab()
+    lab.ssh("node2", [f"docker pause {{RUN}}"])
+    try:
+        return (yield)
+    finally:
+        lab.ssh("node2", [f"docker unpause {{RUN}}"])
+"""
+ROOT_CHECK = "test_conformance.py::test_endpoint_serves_one_request"
+
+
+def waits_past_the_request(plan: dict) -> None:
+    """vLLM's own collective timeout (600 s) past the request's deadline: a hang, not an
+    error; a short sweep (the root alone runs)."""
+    short_sweep(plan)
+    flags = plan["engine"]["flags"]
+    flags[flags.index("--distributed-timeout-seconds") + 1] = "600"
+
+
+def test_request_hung_after_ready_names_where_each_rank_waits(engine_lab, pytester, tmp_path):
+    pytester.makepyfile(freezer=FREEZER)
+    plan = plan_file(tmp_path, waits_past_the_request)
+    args = ("-m", "inference", "-k", "test_endpoint_serves_one_request", "-p", "freezer")
+    run = run_suite(pytester, *suite_args(pytester, *args), inventory=plan)
+    assert run.red() == {ROOT_CHECK}, run.output
+    message = run.message(ROOT_CHECK)
+    assert "IG-ENDPOINT-TIMEOUT" in message, message
+    assert f"{WAITS} " in message, message
+    evidence = run_folder_in(pytester.path / "report") / "evidence"
+    for node in NODES:
+        stacks = (evidence / node / "stacks-endpoint.txt").read_text()
+        assert '"MainThread"' in stacks, stacks
+        assert (evidence / node / "last-lines-endpoint.txt").read_text().strip()
+        named = re.findall(rf"{re.escape(WHERE[node])} pid \d+ [^|]*", message)
+        assert named, message
+        assert all(f"stacks: evidence/{node}/stacks-endpoint.txt" in n for n in named), named
+    # the head's ranks wait on the frozen one, in a collective or the engine's own step
+    head = re.findall(rf"{re.escape(WHERE['node1'])} pid \d+ [^|]*waiting in [^|]*", message)
+    assert any(p in n for n in head for p in ("torch/distributed/", "vllm/")), message
     assert run_containers(engine_lab) == {}

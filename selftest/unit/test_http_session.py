@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -138,8 +139,18 @@ def test_failures_name_the_socket_error_and_never_the_key() -> None:
     )
     assert client.call("GET", f"{refused}/v1", "/models", None, 5, KEY).cause == "refused"
     # a refusal waited for nothing: no `(timeout 5 s)` beside it
-    refused_stream = client.stream_completion(f"{refused}/v1", "/x", BODY, 5, KEY).error
-    assert refused_stream == "ConnectionRefusedError: [Errno 111] Connection refused"
+    refused_stream = client.stream_completion(f"{refused}/v1", "/x", BODY, 5, KEY)
+    assert refused_stream.error == "ConnectionRefusedError: [Errno 111] Connection refused"
+    assert not refused_stream.timed_out
+
+
+def test_a_stream_past_its_deadline_is_marked_timed_out() -> None:
+    """A server that takes the connection and says nothing: the hang the forensics follow."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        v1 = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        record = client.stream_completion(v1, "/chat/completions", BODY, 0.5)
+    assert record.timed_out
+    assert record.error.endswith("(timeout 0.5 s)"), record.error
 
 
 # --- TLS: a self-signed certificate for 127.0.0.1, made with openssl ----------------------

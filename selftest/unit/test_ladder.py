@@ -6,6 +6,7 @@ the kernel said while a rung ran, and the rungs in the report (selftest/data/lad
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from infergate.deploy.kernel_since import kernel_news, parse_kernel_since
+from infergate.deploy.stacks import WAITS
 from infergate.inference.client import StreamRecord, stream_completion
 from infergate.inference.ladder import (
     TEXT_PATH,
@@ -169,6 +171,25 @@ def test_rung_refused_names_the_rung_the_engines_words_and_the_logs(replay: str)
     assert "the head's engine log meanwhile: ERROR oops" in problem.found
     assert "node2 (10.0.0.2): rebooted meanwhile" in problem.found
     assert figures_of(run).verdict == "failed"
+
+
+def test_hung_rung_names_where_each_rank_waits_and_leads_its_fix_with_the_hang() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        v1 = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        hung = stream_completion(v1, TEXT_PATH, text_body("m", "x", 16), 0.3)
+    assert hung.timed_out
+    # rank_lines' form, as the lab's SGLang hang gave it (docs/forensics.md)
+    stacks = (
+        "node2 (10.0.0.2) pid 5978 sglang::scheduler_TP1: waiting in _new_process_group_helper "
+        "(torch/distributed/distributed_c10d.py:2169); stacks: evidence/node2/"
+        "stacks-ladder-95pct-x2.txt",
+    )
+    rung = Rung(0.95, 972, 16, 2)
+    [problem] = check_rung(RungRun(rung, (hung, hung), 0.3, "", "", (), stacks))
+    assert "(timeout 0.3 s)" in problem.found
+    assert problem.found.endswith(f"{WAITS} {stacks[0]}"), problem.found
+    assert problem.remedy.startswith("a request hung past its deadline: the stacks name")
+    assert rung.file_label == "ladder-95pct-x2"
 
 
 def test_rung_whose_prompts_were_not_built_says_why() -> None:
