@@ -1,8 +1,9 @@
 """Failure detection in the lab (issue 29 part 3), for real: `-m chaos` on the TP 2 plan
 kills node2's engine container under light load, on a launch of its own. The lab's vLLM
-0.32.0 keeps /health at 200 for ~22 s (vllm#11996 until the head's EngineCore gives up), so
-the lab's 15 s health gate is red, naming it: the finding; a generation fails at its 5 s
-deadline, so the generation gate is green in the same run. Nothing is left behind
+0.32.0 keeps /health at 200 for 12 s (an idle machine) to 23 s (one busy with other runs):
+vllm#11996, until the head's EngineCore gives up on the lost rank. So the lab's 5 s health
+gate is red, naming it: the finding; a generation fails at its 5 s deadline, so the 10 s
+generation gate is green in the same run. Nothing is left behind
 (docs/chaos.md#what-the-lab-found has the figures)."""
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(900)]
 
 KILLED = "test_chaos.py::test_probes_notice_a_killed_rank"
 OBSERVE_S = 40  # past the EngineCore's own failure of the requests in flight (+21 s)
-LIMITS = {"max_health_detect_s": 15, "max_generation_detect_s": 15}
+# below /health's 12-23 s here, above a generation's 5 s probe deadline
+LIMITS = {"max_health_detect_s": 5, "max_generation_detect_s": 10}
 
 
 def chaos_plan(tmp_path, actions):

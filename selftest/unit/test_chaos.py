@@ -170,6 +170,16 @@ def test_the_lab_kill_with_40_s_of_probes_shows_health_late_not_blind() -> None:
     )
 
 
+def test_the_lab_kill_on_an_idle_machine_is_noticed_sooner_and_ends_every_rank() -> None:
+    """The same kill in CI on an idle machine (selftest/data/chaos/vllm-tp2-kill-idle.json):
+    /health went 503 after 12.0 s, not 22.5; still past the lab test's 5 s gate."""
+    t = chaos.from_dict(json.loads((DATA / "vllm-tp2-kill-idle.json").read_text()))
+    assert check_detection(t, Chaos(max_health_detect_s=15), BLIND) == []
+    [late] = check_detection(t, Chaos(max_health_detect_s=5), BLIND)
+    assert "so /health noticed only after 12.0 s, past 5 s" in late.found
+    assert "rank node1 (10.251.0.11): exited (container exited, exit code 0)" in late.found
+
+
 # --- the report -------------------------------------------------------------------------
 
 
