@@ -21,6 +21,12 @@ GENERIC = (
 )
 MARK = "### pid "  # the dump script's line before each process's dump
 WAITS = "where each process waits (py-spy):"  # before the lines of rank_lines
+# a remedy's lead where a request to a ready launch hung and the stacks were taken
+HUNG = (
+    "a request hung past its deadline: the stacks name where each rank waits; a rank in a "
+    "collective (all_reduce, broadcast) waits on a peer that never joined it: read that peer's "
+    "stacks and last lines first; "
+)
 
 _PROCESS = re.compile(r"^Process (\d+): (.*)$")
 _THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?$')

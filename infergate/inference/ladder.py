@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from infergate.checks.kv_budget import parse_token_count
-from infergate.deploy.stacks import waits_clause
+from infergate.deploy.stacks import HUNG, waits_clause
 from infergate.engines.registry import engine_for
 from infergate.inference.client import StreamRecord
 from infergate.inference.endpoint import REQUEST_TIMEOUT_S
@@ -199,12 +199,11 @@ def check_rung(run: RungRun) -> list[Problem]:
             found=f"{run.rung.named}: " + "; ".join(found + [s for s in said if s]),
             planned=f"every request completes with {run.rung.input_tokens} ± "
             f"{slack(run.rung.input_tokens)} prompt and {run.rung.output_tokens} completion tokens",
-            remedy=(_HUNG if run.stacks else "") + _REMEDY,
+            remedy=(HUNG if run.stacks else "") + _REMEDY,
         )
     ]
 
 
-_HUNG = "a request hung past its deadline: the stacks name where each rank waits; "
 _REMEDY = (
     "read the head's engine log around the rung (evidence/<head>/container.log); an Xid, an "
     "OOM or a node that reset means the context does not fit the nodes: plan a smaller "

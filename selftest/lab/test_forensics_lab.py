@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from infergate.deploy.stacks import WAITS
+from infergate.deploy.stacks import HUNG, WAITS
 from infergate.engines.labels import RUN_LABEL
 from selftest.lab.test_deploy_lab import (
     NODES,
@@ -114,6 +114,7 @@ def test_request_hung_after_ready_names_where_each_rank_waits(engine_lab, pytest
     message = run.message(ROOT_CHECK)
     assert "IG-ENDPOINT-TIMEOUT" in message, message
     assert f"{WAITS} " in message, message
+    assert f"fix: {HUNG}" in message, message  # ready, then hung: no "wait longer"
     evidence = run_folder_in(pytester.path / "report") / "evidence"
     for node in NODES:
         stacks = (evidence / node / "stacks-endpoint.txt").read_text()
