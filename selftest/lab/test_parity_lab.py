@@ -1,10 +1,10 @@
 """Reference parity in the lab (docs/parity.md): SmolLM2 served alone on node1 is recorded
 through the suite's --record-reference, which then refuses to write over the file; the same
-server judged against it is green (the same topology twice: the noise floor), and a server
-with a changed chat template is red, naming the prompt and the first divergent position. The
-reference gating the PP 2 deployment across both nodes (inventories/lab.yaml) launches it
-(~275 s to ready on AVX2), as does a second launch on one node: the tolerances'
-measurement, run where INFERGATE_LAB_PARITY_MEASURE=1."""
+server judged against it is green (the same topology twice: the noise floor). The reference
+gates the PP 2 deployment across both nodes (inventories/lab.yaml): green. A server with a
+changed chat template, and one keeping its KV cache in FP8, are red, naming the prompt and
+the first divergent position. A relaunch on one node, the tolerances' last row, runs where
+INFERGATE_LAB_PARITY_MEASURE=1."""
 
 from __future__ import annotations
 
@@ -32,12 +32,12 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 
 SERVED = "smollm2-135m"  # inventories/lab.yaml's model.served_name
 PORT = 18435
-ALONE, CHANGED = "parity-alone", "parity-changed-template"
-# The tolerances' measurement (docs/parity.md#tolerances) runs the plan's defaults, 6 prompts
-# of 32 tokens (~27 s a run here); CI's runs 3 of 16, and neither its relaunch nor PP 2
-MEASURING = os.environ.get("INFERGATE_LAB_PARITY_MEASURE") == "1"
-SHORT = {} if MEASURING else {"prompts": list(Parity().prompts[:3]), "max_tokens": 16}
-PROMPTS = len(SHORT.get("prompts", Parity().prompts))
+ALONE, CHANGED, FP8 = "parity-alone", "parity-changed-template", "parity-fp8-kv"
+# the plan's defaults, as the tolerances' measurement ran them (docs/parity.md#tolerances)
+PROMPTS = len(Parity().prompts)
+# one node serves eager (it starts minutes sooner on AVX2); PP 2 is launched compiled, since
+# vLLM 0.32.0's CPU EngineCore dies at the first request of an eager PP 2 (docs/parity.md)
+EAGER = "--enforce-eager"
 PARITY = {
     f"test_reference_parity.py::test_answer_matches_the_reference[prompt{i}]"
     for i in range(PROMPTS)
@@ -51,8 +51,7 @@ def parity_plan(folder: Path, reference: Path | None) -> Path:
     """The lab's plan judging by REFERENCE; without one, its one-node copy, to record on."""
 
     def change(plan: dict) -> None:
-        given = {"reference": str(reference)} if reference else {}
-        plan["inference"]["parity"] = {**SHORT, **given}
+        plan["inference"]["parity"] = {"reference": str(reference)} if reference else {}
         if reference is None:
             plan["nodes"] = plan["nodes"][:1]
             plan["engine"]["pipeline_parallel"] = 1
@@ -88,10 +87,10 @@ class OneNode:
 
 @pytest.fixture(scope="module")
 def one_node(engine: object, lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> OneNode:
-    """Served eager (minutes sooner on AVX2), and removed before the next server starts."""
+    """Removed before the next server starts."""
     folder = tmp_path_factory.mktemp("parity")
     reference, parity = folder / "reference.json", Parity()
-    with serving_alone(lab, "node1", SERVED, PORT, ALONE, serve=["--enforce-eager"]) as base:
+    with serving_alone(lab, "node1", SERVED, PORT, ALONE, serve=[EAGER]) as base:
         body = parity_body(SERVED, parity.prompts[0], parity)
         status, reply = post_json(f"{base}/v1", CHAT_PATH, body, 120)
         assert status == 200, reply
@@ -137,7 +136,7 @@ def test_recording_is_private_refused_over_and_the_same_server_is_green(one_node
 def test_changed_chat_template_is_red_naming_the_position(one_node, lab, tmp_path):
     """The same weights behind another chat template: the answers diverge, and each message
     names the prompt, the position and both tokens, and leads its fix with the template."""
-    serve = ["--enforce-eager", "--chat-template", PLAIN_TEMPLATE]
+    serve = [EAGER, "--chat-template", PLAIN_TEMPLATE]
     with serving_alone(lab, "node1", SERVED, PORT + 1, CHANGED, serve=serve) as base:
         plan = parity_plan(tmp_path, one_node.reference)
         run = parity_run(tmp_path / "changed", plan, f"--endpoint={base}/v1")
@@ -150,27 +149,39 @@ def test_changed_chat_template_is_red_naming_the_position(one_node, lab, tmp_pat
     assert any("fix: compare the chat template" in s for s in said), said
 
 
-MEASURE = pytest.mark.skipif(
-    not MEASURING,
-    reason="another launch (PP 2: ~275 s to ready on AVX2): INFERGATE_LAB_PARITY_MEASURE=1",
-)
+def test_fp8_kv_cache_is_red_naming_the_position(one_node, lab, tmp_path):
+    """The same weights keeping their KV cache in FP8 (a lower precision the CPU engine
+    serves): answers diverge at near ties, and the message names where, leads its fix with
+    numerics and, where many prompts diverge, points at --kv-cache-dtype."""
+    serve = [EAGER, "--kv-cache-dtype", "fp8"]
+    with serving_alone(lab, "node1", SERVED, PORT + 2, FP8, serve=serve) as base:
+        plan = parity_plan(tmp_path, one_node.reference)
+        run = parity_run(tmp_path / "fp8", plan, f"--endpoint={base}/v1")
+    print(json.dumps(rows_of(tmp_path / "fp8"), indent=1))  # the figures docs/parity.md quotes
+    assert run.red(), run.output
+    assert run.red() <= PARITY, run.output
+    said = [run.message(test) for test in sorted(run.red())]
+    assert all("first divergence at position" in s or "logprob drift" in s for s in said), said
+    assert any("fix: a near tie in the reference" in s for s in said), said
 
 
-@MEASURE
-def test_one_node_relaunched_matches_its_reference(one_node, lab, tmp_path):
-    """The same topology recorded twice, across two launches: the noise floor."""
-    with serving_alone(lab, "node1", SERVED, PORT, ALONE, serve=["--enforce-eager"]) as base:
-        run = parity_run(
-            tmp_path / "again", parity_plan(tmp_path, one_node.reference), f"--endpoint={base}/v1"
-        )
-    print(json.dumps(rows_of(tmp_path / "again"), indent=1))  # the figures docs/parity.md quotes
-    assert run.red() == set(), run.output
-
-
-@MEASURE
 def test_one_node_reference_gates_the_pp2_deployment_green(one_node, engine_lab, tmp_path):
     run = parity_run(tmp_path / "pp2", parity_plan(tmp_path, one_node.reference))
     print(json.dumps(rows_of(tmp_path / "pp2"), indent=1))  # the figures docs/parity.md quotes
     assert run.red() == set(), run.output
     assert {t for t, o in run.outcomes.items() if o.status == "passed"} == PARITY
     assert run_containers(engine_lab) == {}
+
+
+@pytest.mark.skipif(
+    os.environ.get("INFERGATE_LAB_PARITY_MEASURE") != "1",
+    reason="another launch, for the tolerances' table: INFERGATE_LAB_PARITY_MEASURE=1",
+)
+def test_one_node_relaunched_matches_its_reference(one_node, lab, tmp_path):
+    """The same topology recorded twice, across two launches: the noise floor."""
+    with serving_alone(lab, "node1", SERVED, PORT, ALONE, serve=[EAGER]) as base:
+        run = parity_run(
+            tmp_path / "again", parity_plan(tmp_path, one_node.reference), f"--endpoint={base}/v1"
+        )
+    print(json.dumps(rows_of(tmp_path / "again"), indent=1))  # the figures docs/parity.md quotes
+    assert run.red() == set(), run.output

@@ -15,6 +15,9 @@ import pytest
 import yaml
 
 from infergate.cli import main
+from infergate.fixtures.endpoint import InferenceReport
+from infergate.fixtures.parity import ParityRun
+from infergate.inference.endpoint import Endpoint
 from infergate.inference.parity import (
     Comparison,
     check_parity,
@@ -33,6 +36,7 @@ from infergate.inference.reference import (
     reference_text,
 )
 from infergate.plan.model import InventoryError, Parity, parse_inventory
+from infergate.problems import Problem
 from infergate.reports.files import write_report
 from infergate.reports.inference_html import render_html
 from infergate.reports.inference_json import read_results
@@ -120,6 +124,52 @@ def test_lab_reference_reads_back_and_holds_the_same_answer():
 def test_answer_without_logprobs_is_named(reply, says):
     with pytest.raises(ValueError, match=says):
         parse_chat_logprobs("p", reply)
+
+
+# vLLM 0.32.0's CPU build in the lab, 2026-12-05: top_logprobs 25 against its default
+# --max-logprobs; and the first request to an eager PP 2 launch, whose EngineCore then died
+TOO_MANY = {"error": {"message": "Requested sample logprobs of 25, which is greater than max "
+            "allowed: 20 (parameter=logprobs, value=25)", "type": "BadRequestError",
+            "param": "logprobs", "code": 400}}  # fmt: skip
+ENGINE_DIED = {"error": {"message": "EngineCore encountered an issue. See stack trace (above) "
+               "for the root cause.", "type": "InternalServerError", "param": None,
+               "code": 500}}  # fmt: skip
+
+
+class Answering(JsonHandler):
+    """Every chat request answered with STATUS and BODY."""
+
+    status, body = 200, {}
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.reply(self.status, self.body)
+
+
+NO_LOGPROBS = {"choices": [{"message": {"content": "hi"}, "logprobs": None}]}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "leads"),
+    [
+        (400, TOO_MANY, "vLLM refuses top_logprobs above its --max-logprobs"),
+        (500, ENGINE_DIED, "the engine failed this request"),
+        (None, None, "the endpoint answered before and now does not"),
+        (200, NO_LOGPROBS, "an engine that answers chat with logprobs.content"),
+        (404, {"error": {"message": "no such route"}}, "the status and body quoted"),
+    ],
+)
+def test_a_prompt_with_no_answer_leads_its_fix_with_what_the_reply_shows(status, body, leads):
+    """Asked of a real server (None: a port that refuses): only a refusal that names
+    logprobs is told to mind --max-logprobs."""
+    handler = type("Served", (Answering,), {"status": status, "body": body})
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as httpd:
+        run = ParityRun(Endpoint(f"http://127.0.0.1:{httpd.server_address[1]}", "m"), Parity(),
+                        None, InferenceReport())  # fmt: skip
+        found = run.ask("p") if status is not None else None
+    found = found or run.ask("p")  # None: asked once the server is closed
+    assert isinstance(found, Problem), found
+    assert found.remedy.startswith(leads), found.remedy
 
 
 # --- the comparison and the judge ---------------------------------------------------------
