@@ -483,6 +483,7 @@ CHECKS: dict[str, Entry] = {
         "IG-PARITY-DIVERGED",
         "inference",
         "the chat template, generation config, dtype and quantization against the reference's",
+        needs=ENDPOINT_ROOT,
     ),
     "test_every_request_completes": E(
         "IG-REQUESTS-FAILED",

@@ -23,6 +23,7 @@ TLS, TIMEOUT = "IG-ENDPOINT-TLS", "IG-ENDPOINT-TIMEOUT"
 UNAUTHORIZED, UNKNOWN_MODEL = "IG-ENDPOINT-UNAUTHORIZED", "IG-ENDPOINT-UNKNOWN-MODEL"
 SERVER_ERROR = "IG-ENDPOINT-SERVER-ERROR"
 POLL_S = 0.5  # between tries while the port refuses
+LOST_WAIT_S, LOST_REQUEST_S = 5.0, 30.0  # `lost`'s: the endpoint had served this run
 QUOTED = 160  # characters of a reply's body a failure quotes
 PROMPT = "Say OK."
 MAX_WAIT_S = 3600.0  # --endpoint-wait's and thresholds.endpoint_wait_s's most
@@ -48,9 +49,12 @@ def wait_deadline(given: float | None, planned: float) -> Deadline:
     return Deadline(planned, WAIT_KEY) if given is None else Deadline(given, WAIT_OPTION)
 
 
-def serves_one_request(endpoint: Endpoint, deadline: Deadline) -> Endpoint | Down:
+def serves_one_request(
+    endpoint: Endpoint, deadline: Deadline, request_s: float = REQUEST_TIMEOUT_S
+) -> Endpoint | Down:
     """The endpoint, where it answers GET /v1/models listing its model (the one it lists,
-    where none was named) within DEADLINE, then one chat request with text; else why not."""
+    where none was named) within DEADLINE, then one chat request with text within REQUEST_S;
+    else why not."""
     reply, last = wait_for_answer(endpoint, deadline)
     if reply.status == 0:
         return no_answer(endpoint, reply, last)
@@ -65,15 +69,21 @@ def serves_one_request(endpoint: Endpoint, deadline: Deadline) -> Endpoint | Dow
         return unlisted(endpoint, url, listed)
     body = json.dumps(chat_body(endpoint.model, PROMPT, 1))
     key, ca = endpoint.api_key, endpoint.ca_bundle
-    answer = call("POST", endpoint.v1, CHAT_PATH, body, REQUEST_TIMEOUT_S, key, ca)
+    answer = call("POST", endpoint.v1, CHAT_PATH, body, request_s, key, ca)
     if answer.status == 0:
         timed = answer.cause == http_session.TIMEOUT
-        return no_answer(
-            endpoint, answer, f"one request's {REQUEST_TIMEOUT_S:g} s" if timed else ""
-        )
+        return no_answer(endpoint, answer, f"one request's {request_s:g} s" if timed else "")
     return http_failure(endpoint, f"POST {endpoint.v1}{CHAT_PATH}", answer) or (
         textless(answer) or endpoint
     )
+
+
+def lost(endpoint: Endpoint) -> Down | None:
+    """Why an endpoint that served at the start of the run serves no request now; None where
+    it still does. A live engine answers one token at once, even after a load."""
+    wait = Deadline(LOST_WAIT_S, "endpoint_gate.LOST_WAIT_S")
+    found = serves_one_request(endpoint, wait, LOST_REQUEST_S)
+    return found if isinstance(found, Down) else None
 
 
 def wait_for_answer(endpoint: Endpoint, deadline: Deadline) -> tuple[Reply, str]:

@@ -34,6 +34,8 @@ class Scripted(ThreadingHTTPServer):
     status: int  # what every /v1 call answers, 200 for a healthy server
     served: str  # the names /v1/models lists, comma-separated
     calls: list[str]
+    # after its first chat answer: "" serves on; "500" answers every call so; "gone" closes
+    dies: str = ""
 
 
 class Handler(JsonHandler):
@@ -61,6 +63,15 @@ class Handler(JsonHandler):
             return self.reply(200, {"object": "list", "data": listed})
         choice = {"message": {"role": "assistant", "content": "OK"}, "finish_reason": "length"}
         self.reply(200, {"choices": [choice], "usage": {"completion_tokens": 1}})
+        if self.server.dies == "500":
+            self.server.status = 500
+        elif self.server.dies == "gone":  # from another thread: shutdown waits for this one
+            threading.Thread(target=closed, args=(self.server,), daemon=True).start()
+
+
+def closed(httpd: Scripted) -> None:
+    httpd.shutdown()
+    httpd.server_close()
 
 
 def scripted(status: int = 200, served: str = MODEL, activate: bool = True) -> Scripted:
@@ -307,6 +318,31 @@ def test_a_healthy_endpoint_passes_the_root(pytester: pytest.Pytester) -> None:
     assert run.outcomes[ROOT_CHECK].status == "passed", run.output
     listed = "test_conformance.py::test_models_lists_the_planned_served_name"
     assert run.outcomes[listed].status == "passed", run.output
+
+
+@pytest.mark.parametrize("dies", ["500", "gone"])
+def test_an_endpoint_lost_mid_run_is_one_red_and_the_later_tests_skip_naming_it(
+    pytester: pytest.Pytester, dies: str
+) -> None:
+    """The engine answers the root's request, then fails every call (HTTP 500), or stops
+    listening: the first check to meet it is the one red, and each later check of the
+    endpoint's is skipped naming that check and what the endpoint answers now."""
+    httpd = scripted()
+    httpd.dies = dies
+    with serving(httpd):
+        run = inference_run(pytester, url_of(httpd))
+    assert run.outcomes[ROOT_CHECK].status == "passed", run.output
+    red = run.red()
+    assert len(red) == 1, run.output
+    first = red.pop().rpartition("::")[2]
+    later = [
+        (t, o) for t, o in run.outcomes.items()
+        if o.status == "skipped" and PARITY_OFF not in o.message
+    ]  # fmt: skip
+    assert len(later) > 10, run.output
+    now = "refused the connection" if dies == "gone" else "answered HTTP 500"
+    named = f"not checked: {HEAD} stopped serving during the run: {now} ({first})"
+    assert all(o.message.startswith(named) for _, o in later), later
 
 
 def test_an_endpoint_alone_needs_no_plan_and_tests_the_model_it_lists(

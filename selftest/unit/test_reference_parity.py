@@ -402,6 +402,21 @@ def test_reference_record_passes_the_endpoint_and_the_rest_on():
 # --- the report ---------------------------------------------------------------------------
 
 
+def test_with_the_endpoint_down_each_prompt_is_skipped_naming_its_root(pytester):
+    """A planned reference and nothing listening: no prompt is asked, each names the root."""
+    plan = yaml.safe_load(closed_plan(pytester.path).read_text())
+    reference = write_reference(pytester.path, "smollm2-135m", Parity().prompts)
+    plan["inference"]["parity"] = {"reference": str(reference)}
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), JsonHandler)) as httpd:
+        closed = f"http://127.0.0.1:{httpd.server_address[1]}"
+    run = suite(pytester, "down", plan, f"--endpoint={closed}", "--endpoint-wait=0")
+    assert len(run.outcomes) == len(Parity().prompts), run.output
+    root = "refused the connection (test_endpoint_serves_one_request)"
+    assert all(o.status == "skipped" and root in o.message for o in run.outcomes.values()), (
+        run.output
+    )
+
+
 def test_report_shows_and_results_json_keeps_each_prompt(tmp_path):
     served = compare(answer("a", "b"), answer("a", "<b>"))
     rows = (
