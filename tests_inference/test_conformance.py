@@ -13,7 +13,7 @@ from infergate.fixtures.endpoint import ServedBy, fail_blocked
 from infergate.fixtures.plugin import skip_unconfigured
 from infergate.inference import conformance as judge
 from infergate.inference.client import get_json, post_json, stream_completion
-from infergate.inference.endpoint import REQUEST_TIMEOUT_S, Endpoint
+from infergate.inference.endpoint import Endpoint
 from infergate.plan.model import Inventory
 from infergate.preflight.roots import Blocked
 
@@ -30,7 +30,7 @@ PROMPT = "Write one short sentence about the sea."
 def ask(endpoint: Endpoint, path: str, max_tokens: int, **extra: object) -> tuple[int, object]:
     body = judge.body(path, endpoint.model, PROMPT, max_tokens, **extra)
     key, ca = endpoint.api_key, endpoint.ca_bundle
-    return post_json(endpoint.v1, path, body, REQUEST_TIMEOUT_S, key, ca)
+    return post_json(endpoint.v1, path, body, endpoint.request_s, key, ca)
 
 
 def test_endpoint_serves_one_request(endpoint_root: Blocked | None) -> None:
@@ -60,7 +60,7 @@ def test_stream_is_framed_and_ends_with_usage(
     when `stream_options.include_usage` asks for it."""
     body = judge.body(path, endpoint.model, PROMPT, max_tokens=16)
     record = stream_completion(
-        endpoint.v1, path, body, REQUEST_TIMEOUT_S, endpoint.api_key, endpoint.ca_bundle
+        endpoint.v1, path, body, endpoint.request_s, endpoint.api_key, endpoint.ca_bundle
     )
     served_by.fail(judge.check_stream(record))
 
@@ -105,7 +105,7 @@ def test_bad_request_gets_a_json_4xx(
         pytest.skip(why)
     body = defect.make(judge.body(CHAT, endpoint.model, PROMPT, max_tokens=4))
     key, ca = endpoint.api_key, endpoint.ca_bundle
-    status, answer = post_json(endpoint.v1, CHAT, body, REQUEST_TIMEOUT_S, key, ca)
+    status, answer = post_json(endpoint.v1, CHAT, body, endpoint.request_s, key, ca)
     served_by.fail(judge.check_client_error(defect, status, answer))
 
 
@@ -122,7 +122,7 @@ def test_openai_client_works_end_to_end(
     client = openai.OpenAI(
         base_url=endpoint.v1,
         api_key=endpoint.api_key or "none",
-        timeout=REQUEST_TIMEOUT_S,
+        timeout=endpoint.request_s,
         max_retries=0,
         http_client=verified,
     )

@@ -6,7 +6,7 @@ import pytest
 
 from infergate.fixtures.endpoint import ServedBy
 from infergate.inference.client import stream_completion
-from infergate.inference.endpoint import REQUEST_TIMEOUT_S, Endpoint
+from infergate.inference.endpoint import Endpoint
 from infergate.inference.plan import CHAT_PATH, check_probe, probe_body
 from infergate.plan.model import Inference
 
@@ -21,5 +21,5 @@ def test_known_answer(
     probe = inference_plan.probes[probe_index]
     body = probe_body(probe, endpoint.model)
     key, ca = endpoint.api_key, endpoint.ca_bundle
-    record = stream_completion(endpoint.v1, CHAT_PATH, body, REQUEST_TIMEOUT_S, key, ca)
+    record = stream_completion(endpoint.v1, CHAT_PATH, body, endpoint.request_s, key, ca)
     served_by.fail(check_probe(probe, record, thinking=inference_plan.thinking))

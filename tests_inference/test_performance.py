@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infergate.fixtures.endpoint import ServedBy, baseline_key, fail_blocked
+from infergate.fixtures.endpoint import InferenceReport, ServedBy, baseline_key, fail_blocked
 from infergate.fixtures.plugin import skip_unconfigured
 from infergate.inference import baseline
 from infergate.inference.metrics import LevelSummary
@@ -36,11 +36,16 @@ def summary_of(sweep: list[LevelSummary], plan: Inference, level: Level) -> Leve
 
 
 def test_every_request_completes(
-    sweep: list[LevelSummary], inference_plan: Inference, served_by: ServedBy, level: Level
+    sweep: list[LevelSummary],
+    inference_plan: Inference,
+    served_by: ServedBy,
+    level: Level,
+    inference_report: InferenceReport,
 ) -> None:
     """At this level (concurrent streams, or arrivals per second), every request completes
-    with text and [DONE]."""
-    served_by.fail(check_failures(summary_of(sweep, inference_plan, level)))
+    with text and [DONE]; where they hung, the message says where each rank waited."""
+    stacks = inference_report.stacks.get(level.label, ())
+    served_by.fail(check_failures(summary_of(sweep, inference_plan, level), stacks))
 
 
 def test_usage_counts_the_streamed_tokens(sweep: list[LevelSummary], served_by: ServedBy) -> None:

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from infergate.plan.apikey import ApiKey
+from infergate.plan.model import Inference
 
-# A stream's whole life: the plan's longest answers at the load's highest concurrency on a
-# slow engine take tens of seconds; a request still open after two minutes is a hang.
-REQUEST_TIMEOUT_S = 120.0
+REQUEST_TIMEOUT_S = Inference.request_timeout_s  # a stream's whole life, unless planned
 
 
 @dataclass(frozen=True)
@@ -19,6 +18,7 @@ class Endpoint:
     model: str  # the served name the plan expects
     key: ApiKey | None = None
     ca_bundle: str | None = None  # --ca-bundle
+    request_s: float = REQUEST_TIMEOUT_S  # each request's deadline: inference.request_timeout_s
 
     @property
     def v1(self) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from infergate.inference.client import Reply, call
-from infergate.inference.endpoint import REQUEST_TIMEOUT_S, Endpoint
+from infergate.inference.endpoint import Endpoint
 from infergate.inference.plan import CHAT_PATH, chat_body
 from infergate.plan.apikey import check_authorized
 from infergate.remote import http_session
@@ -49,12 +49,10 @@ def wait_deadline(given: float | None, planned: float) -> Deadline:
     return Deadline(planned, WAIT_KEY) if given is None else Deadline(given, WAIT_OPTION)
 
 
-def serves_one_request(
-    endpoint: Endpoint, deadline: Deadline, request_s: float = REQUEST_TIMEOUT_S
-) -> Endpoint | Down:
+def serves_one_request(endpoint: Endpoint, deadline: Deadline) -> Endpoint | Down:
     """The endpoint, where it answers GET /v1/models listing its model (the one it lists,
-    where none was named) within DEADLINE, then one chat request with text within REQUEST_S;
-    else why not."""
+    where none was named) within DEADLINE, then one chat request with text within its
+    request deadline; else why not."""
     reply, last = wait_for_answer(endpoint, deadline)
     if reply.status == 0:
         return no_answer(endpoint, reply, last)
@@ -69,10 +67,12 @@ def serves_one_request(
         return unlisted(endpoint, url, listed)
     body = json.dumps(chat_body(endpoint.model, PROMPT, 1))
     key, ca = endpoint.api_key, endpoint.ca_bundle
-    answer = call("POST", endpoint.v1, CHAT_PATH, body, request_s, key, ca)
+    answer = call("POST", endpoint.v1, CHAT_PATH, body, endpoint.request_s, key, ca)
     if answer.status == 0:
         timed = answer.cause == http_session.TIMEOUT
-        return no_answer(endpoint, answer, f"one request's {request_s:g} s" if timed else "")
+        return no_answer(
+            endpoint, answer, f"one request's {endpoint.request_s:g} s" if timed else ""
+        )
     return http_failure(endpoint, f"POST {endpoint.v1}{CHAT_PATH}", answer) or (
         textless(answer) or endpoint
     )
@@ -82,7 +82,8 @@ def lost(endpoint: Endpoint) -> Down | None:
     """Why an endpoint that served at the start of the run serves no request now; None where
     it still does. A live engine answers one token at once, even after a load."""
     wait = Deadline(LOST_WAIT_S, "endpoint_gate.LOST_WAIT_S")
-    found = serves_one_request(endpoint, wait, LOST_REQUEST_S)
+    asked = replace(endpoint, request_s=min(endpoint.request_s, LOST_REQUEST_S))
+    found = serves_one_request(asked, wait)
     return found if isinstance(found, Down) else None
 
 

@@ -14,8 +14,7 @@ from infergate.checks.kv_budget import parse_token_count
 from infergate.deploy.stacks import HUNG, waits_clause
 from infergate.engines.registry import engine_for
 from infergate.inference.client import StreamRecord
-from infergate.inference.endpoint import REQUEST_TIMEOUT_S
-from infergate.plan.model import Inventory, Ladder
+from infergate.plan.model import Inference, Inventory, Ladder
 from infergate.problems import Problem
 
 TEXT_PATH = "/completions"  # no chat template: the prompt is all the server counts
@@ -118,20 +117,23 @@ def rungs_of(context: int, ladder: Ladder) -> tuple[Rung, ...]:
     return tuple(rungs)
 
 
-def deadline_s(rung: Rung, ladder: Ladder) -> float:
-    """The request deadline, plus the rung's prompt tokens at the slowest prefill planned."""
+def deadline_s(rung: Rung, ladder: Ladder, request_s: float) -> float:
+    """REQUEST_S, the request deadline, plus the rung's prompt tokens at the slowest prefill
+    planned."""
     prefill = rung.input_tokens * rung.requests / ladder.min_prefill_tokens_per_s
-    return REQUEST_TIMEOUT_S + prefill
+    return request_s + prefill
 
 
 def budget_s(plan: Inventory | None) -> float:
     """What the whole ladder may take: each rung's prompts built, then its deadline."""
-    ladder = plan.inference.ladder if plan else Ladder()
+    inference = plan.inference if plan else Inference()
+    ladder = inference.ladder
     if not ladder.enabled:
         return 0.0
     planned = context_planned(plan)
     rungs = rungs_of(planned.tokens if planned else BUDGET_CONTEXT, ladder)
-    return sum(r.requests * PROMPT_BUILD_S + deadline_s(r, ladder) for r in rungs)
+    request_s = inference.request_timeout_s
+    return sum(r.requests * PROMPT_BUILD_S + deadline_s(r, ladder, request_s) for r in rungs)
 
 
 def text_body(model: str, prompt: str, output_tokens: int) -> dict[str, object]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from infergate.deploy.stacks import HUNG, waits_clause
 from infergate.inference.client import StreamRecord
 from infergate.inference.metrics import LevelSummary
 from infergate.plan.model import Inference, Probe, Slo
@@ -66,17 +67,19 @@ def _failed_probe(probe: Probe, record: StreamRecord) -> Problem:
     )
 
 
-def check_failures(summary: LevelSummary) -> list[Problem]:
-    """No request of a level failed."""
+def check_failures(summary: LevelSummary, stacks: Sequence[str] = ()) -> list[Problem]:
+    """No request of a level failed; STACKS: where each rank waited, its requests having hung."""
     if not summary.failed:
         return []
+    counted = f"{summary.failed} of {summary.failed + summary.completed} requests failed"
+    said = [f"{counted} at {summary.label}: {'; '.join(summary.errors)}"]
     return [
         Problem(
-            found=f"{summary.failed} of {summary.failed + summary.completed} requests failed "
-            f"at {summary.label}: {'; '.join(summary.errors)}",
+            found="; ".join([*said, waits_clause(list(stacks))] if stacks else said),
             planned="every request completed",
-            remedy="read the engine log on every node for the time of the run (OOM, a lost "
-            "rank, a timeout); lower inference.concurrency only if the plan never meant it",
+            remedy=(HUNG if stacks else "") + "read the engine log on every node for the time "
+            "of the run (OOM, a lost rank, a timeout); lower inference.concurrency only if the "
+            "plan never meant it",
         )
     ]
 

@@ -275,7 +275,7 @@ class Ladder:
     rungs: tuple[float, ...] = (0.25, 0.5, 0.75, 0.95)  # fractions of the context, rising
     overlapping: int = 2  # requests at once at the top rung; 0: none
     output_tokens: int = 16  # each answer's length (max_tokens with ignore_eos)
-    # the slowest prefill accepted: a rung's deadline is the request deadline (120 s) plus
+    # the slowest prefill accepted: a rung's deadline is inference.request_timeout_s plus
     # its prompt tokens at this rate (docs/context-ladder.md#deadlines)
     min_prefill_tokens_per_s: float = 200.0
 
@@ -301,6 +301,9 @@ class Inference:
     # a ShareGPT JSON or JSONL file of prompts on the controller, instead of random ones
     dataset: str | None = None
     warmup_requests: int = 2  # sent first and not counted
+    # a stream's whole life: the longest answers at the highest concurrency on a slow engine
+    # take tens of seconds; one still open past it is a hang, and the ranks' stacks are taken
+    request_timeout_s: float = 120.0
     min_output_tokens_per_s: float | None = None  # aggregate, at the highest concurrency
     max_ttft_ms: float | None = None  # median, at concurrency 1
     baseline: str | None = None  # the baseline JSON file on the controller
@@ -696,6 +699,9 @@ def _inference(data: object, path: str) -> Inference:
         seed=s.get("seed", v.int_in(0, 2**32 - 1), d.seed),
         dataset=s.maybe("dataset", v.text),
         warmup_requests=s.get("warmup_requests", v.int_in(0, 10_000), d.warmup_requests),
+        request_timeout_s=s.get(
+            "request_timeout_s", v.number_in(0, 3600, " s", above=True), d.request_timeout_s
+        ),
         min_output_tokens_per_s=s.maybe(
             "min_output_tokens_per_s", v.number_in(0, 10_000_000, " tokens/s", above=True)
         ),

@@ -3,7 +3,8 @@ nodes hangs the lab's TP 2 vLLM launch inside torch.distributed's init; before t
 every process of both nodes' containers is dumped with py-spy (the lab puts it in each node's
 ~/.local/bin), the stacks and last log lines land under evidence/NODE/, the failure names the
 frame each rank waits in, and nothing is left running. SGLang's is test_sglang_lab's hang.
-A request that hangs after ready (node2's rank frozen) gets the same, as stacks-endpoint.txt."""
+A request that hangs after ready (node2's rank frozen) gets the same, as stacks-endpoint.txt
+for the endpoint's first request, stacks-load-c2.txt for a level of the load, which then ends."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from infergate.deploy.stacks import HUNG, WAITS
 from infergate.engines.labels import RUN_LABEL
+from infergate.reports.inference_json import read_results
 from selftest.lab.test_deploy_lab import (
     NODES,
     deploy,
@@ -95,12 +97,15 @@ def pytest_fixture_setup(fixturedef, request):
         lab.ssh("node2", [f"docker unpause {{RUN}}"])
 """
 ROOT_CHECK = "test_conformance.py::test_endpoint_serves_one_request"
+# a request's deadline in these plans: a lab request answers in seconds, a hung one never
+REQUEST_S = 30
 
 
 def waits_past_the_request(plan: dict) -> None:
-    """vLLM's own collective timeout (600 s) past the request's deadline: a hang, not an
-    error; a short sweep (the root alone runs)."""
+    """vLLM's own collective timeout (600 s) past the request's deadline, REQUEST_S: a hang,
+    not an error; a short sweep."""
     short_sweep(plan)
+    plan["inference"]["request_timeout_s"] = REQUEST_S
     flags = plan["engine"]["flags"]
     flags[flags.index("--distributed-timeout-seconds") + 1] = "600"
 
@@ -126,4 +131,66 @@ def test_request_hung_after_ready_names_where_each_rank_waits(engine_lab, pytest
     # the head's ranks wait on the frozen one, in a collective or the engine's own step
     head = re.findall(rf"{re.escape(WHERE['node1'])} pid \d+ [^|]*waiting in [^|]*", message)
     assert any(p in n for n in head for p in ("torch/distributed/", "vllm/")), message
+    assert run_containers(engine_lab) == {}
+
+
+# node2's engine container frozen while the load's second level runs (the warm-up and c = 1
+# answered), thawed once the sweep ends: its stacks are taken while it is frozen
+SWEEP_FREEZER = f"""
+import pytest
+from infergate.fixtures import endpoint
+from infergate_lab import Lab
+
+RUN = "$(docker ps -q --filter label={RUN_LABEL})"
+measure = endpoint.run_level
+levels = []
+
+def run_level(*args, **kwargs):
+    levels.append(args)
+    if len(levels) == 2:
+        Lab().ssh("node2", [f"docker pause {{RUN}}"])
+    return measure(*args, **kwargs)
+
+endpoint.run_level = run_level
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    if fixturedef.argname != "sweep":
+        return (yield)
+    try:
+        return (yield)
+    finally:
+        Lab().ssh("node2", [f"docker unpause {{RUN}}"])
+"""
+LEVELS = [f"test_performance.py::test_every_request_completes[c={c}]" for c in (1, 2)]
+
+
+def test_load_hung_mid_sweep_names_where_each_rank_waits_and_ends_the_sweep(
+    engine_lab, pytester, tmp_path
+):
+    """c = 1 answered, c = 2 hung: c = 2 is the one red, naming where each rank waits; the
+    sweep ends there, and every later check of the endpoint's is skipped naming it."""
+    pytester.makepyfile(freezer=SWEEP_FREEZER)
+    plan = plan_file(tmp_path, lambda p: (waits_past_the_request(p), short_sweep(p, (1, 2, 4))))
+    args = ("-m", "inference", "-k", "test_performance", "-p", "freezer")
+    run = run_suite(pytester, *suite_args(pytester, *args), inventory=plan)
+    assert run.red() == {LEVELS[1]}, run.output
+    assert run.outcomes[LEVELS[0]].status == "passed", run.output
+    message = run.message(LEVELS[1])
+    assert f"{WAITS} " in message, message
+    assert f"fix: {HUNG}" in message, message
+    evidence = run_folder_in(pytester.path / "report") / "evidence"
+    for node in NODES:
+        assert '"MainThread"' in (evidence / node / "stacks-load-c2.txt").read_text()
+    tests = list(run.outcomes)
+    # after c = 2, every check but those of c = 1, measured before the hang
+    later = [t for t in tests[tests.index(LEVELS[1]) + 1 :] if not t.endswith("[c=1]")]
+    named = "node1 (10.251.0.11) stopped serving during the run: answered nothing in time"
+    assert len(later) == 6, tests
+    assert all(
+        run.message(t).startswith(f"not checked: {named} (test_every_request_completes[c=2])")
+        for t in later
+    ), run.output
+    results = read_results(run_folder_in(pytester.path / "report") / "results.json")
+    assert [lv.label for lv in results.levels] == ["c=1", "c=2"]  # c = 4 never sent
     assert run_containers(engine_lab) == {}

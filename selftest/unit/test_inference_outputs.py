@@ -11,13 +11,15 @@ import csv
 import io
 import json
 import math
+import socket
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from infergate.inference import metrics, plan
+from infergate.deploy.stacks import HUNG, WAITS
+from infergate.inference import client, metrics, plan
 from infergate.inference.client import StreamRecord
 from infergate.plan.apikey import HIDDEN
 from infergate.plan.model import Slo
@@ -92,6 +94,28 @@ def test_goodput_lost_to_failures_alone_says_so() -> None:
     s = metrics.summarize_records(LEVEL[1:], 1.0, 2, slo=Slo(ttft_ms=10_000))
     (red,) = plan.check_goodput(s, Slo(ttft_ms=10_000, min_goodput_fraction=1))
     assert red.remedy.startswith("the 2 completed request(s) all met the SLO; 1 failed: HTTP 500")
+
+
+def test_a_level_whose_requests_hung_names_where_each_rank_waits() -> None:
+    """A stream from a server that takes the connection and never answers: the level's red
+    ends with where each rank waited, and its fix leads with the hang; without stacks, not."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        v1 = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        hung = client.stream_completion(v1, "/chat/completions", {"model": "m"}, 0.3)
+    assert hung.timed_out
+    s = metrics.summarize_records([LEVEL[0], hung], 1.0, 2)
+    # rank_lines' form, as the lab's load gave it (selftest/data/py-spy/vllm-tp2-load-hang-*)
+    stacks = (
+        "node1 (10.251.0.11) pid 11895 VLLM::Worker_TP0: waiting in all_reduce (torch/"
+        "distributed/distributed_c10d.py:3252); stacks: evidence/node1/stacks-load-c2.txt",
+    )
+    [red] = plan.check_failures(s, stacks)
+    assert red.found.startswith("1 of 2 requests failed at c=2: ")
+    assert red.found.endswith(f"{WAITS} {stacks[0]}"), red.found
+    assert red.remedy.startswith(HUNG)
+    [plain] = plan.check_failures(s)
+    assert WAITS not in plain.found
+    assert not plain.remedy.startswith(HUNG)
 
 
 def test_summary_with_goodput_survives_a_json_round_trip() -> None:

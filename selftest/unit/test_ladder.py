@@ -64,10 +64,10 @@ def test_rungs_scale_to_the_seeds_two_sparks() -> None:
         ("95% x2", 124518, 16),
     ]
     # at the 200 tokens/s floor the top rung may take 12.4 min, two at once 22.8 min
-    assert deadline_s(rungs[3], ladder) == pytest.approx(120 + 124518 / 200)
-    assert deadline_s(rungs[4], ladder) == pytest.approx(120 + 2 * 124518 / 200)
+    assert deadline_s(rungs[3], ladder, 120) == pytest.approx(120 + 124518 / 200)
+    assert deadline_s(rungs[4], ladder, 120) == pytest.approx(120 + 2 * 124518 / 200)
     built = sum(r.requests * 30 for r in rungs)
-    assert budget_s(seed) == pytest.approx(built + sum(deadline_s(r, ladder) for r in rungs))
+    assert budget_s(seed) == pytest.approx(built + sum(deadline_s(r, ladder, 120) for r in rungs))
 
 
 def test_each_engine_adapter_reads_its_own_context_flag() -> None:

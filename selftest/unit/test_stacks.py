@@ -4,7 +4,8 @@ Sources (selftest/data/py-spy/, README rows): local-*.txt are the forensics' own
 (infergate.deploy.forensics.HOST) run on this project's machine: against a Python process
 blocked in `socket.accept` and a `sleep`; against torch 2.13's `init_process_group` of rank 0
 of 2 with no rank 1 (gloo, a TCP store on 127.0.0.1); against a pid that is gone
-(RUST_BACKTRACE=1); and with no py-spy on the PATH.
+(RUST_BACKTRACE=1); and with no py-spy on the PATH. vllm-*.txt and sglang-*.txt are the
+lab's, as its deploy wrote them (selftest/data/README.md).
 """
 
 from __future__ import annotations
@@ -163,3 +164,40 @@ def test_sglang_ranks_hung_in_group_creation_are_named_with_their_callers():
             f"{where} pid {dumps[0].pid} -m sglang.launch_server --model-path",
             f"{where} pid {dumps[2].pid} sglang::scheduler_TP{rank}",
         ]
+
+
+def lines_of(name: str, node: str) -> list[str]:
+    dumps = [parse_py_spy_dump(pid, d) for pid, d in dumps_of(name).items()]
+    return rank_lines(f"{node} (addr)", dumps, f"evidence/{node}/stacks.txt")
+
+
+def test_vllm_ranks_hung_in_group_creation_are_named_with_their_callers():
+    """Past their imports (the AVX-512 machine), both workers hang in torch's process group
+    creation, called from vLLM's init_distributed_environment; the engine core and the
+    headless node wait for them; the resource tracker gets no line."""
+    for node in ("node1", "node2"):
+        lines = lines_of(f"vllm-tp2-init-hang-{node}.txt", node)
+        worker = next(ln for ln in lines if " VLLM::Worker: " in ln)
+        assert worker.endswith(
+            "waiting in _new_process_group_helper (torch/distributed/distributed_c10d.py:2169), "
+            "called from init_distributed_environment (vllm/distributed/parallel_state.py:1953); "
+            f"stacks: evidence/{node}/stacks.txt"
+        ), worker
+        assert not any("resource_tracker" in ln for ln in lines), lines
+    [waits] = [ln for ln in lines_of("vllm-tp2-init-hang-node2.txt", "node2") if "serve" in ln]
+    assert "waiting in WorkerProc.wait_for_ready" in waits
+
+
+def test_a_request_hung_on_a_frozen_rank_names_the_collective_and_the_frozen_peer():
+    """node2's rank frozen mid-load: node1's worker waits in all_reduce (vLLM's CPU
+    communicator), node2's where it waited for the step it never got."""
+    head = lines_of("vllm-tp2-load-hang-node1.txt", "node1")
+    worker = next(ln for ln in head if "VLLM::Worker_TP0" in ln)
+    assert (
+        "waiting in all_reduce (torch/distributed/distributed_c10d.py:3252), called from " in worker
+    )
+    assert "CpuCommunicator.all_reduce (vllm/distributed/device_communicators/" in worker
+    assert any("VLLM::EngineCore: waiting in SpinCondition.wait" in ln for ln in head), head
+    peer = lines_of("vllm-tp2-load-hang-node2.txt", "node2")
+    frozen = next(ln for ln in peer if "VLLM::Worker_TP1" in ln)
+    assert "waiting in MessageQueue.recv (vllm/distributed/device_communicators/shm_b" in frozen

@@ -83,6 +83,17 @@ def test_the_last_launch_deadline_counts_for_ray(pytester, tmp_path):
     assert found[JOINED] == 2000 + AFTER_LAUNCH_S + OWN_WORK_S
 
 
+def test_the_planned_request_deadline_sets_the_sweeps_and_the_endpoints(pytester, tmp_path):
+    """inference.request_timeout_s 30: every request of the sweep, and the root's one."""
+    plan = yaml.safe_load(SPARKS.read_text())
+    plan["inference"] = {"request_timeout_s": 30}
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    found = collected_timeouts(pytester, path, "--endpoint=http://127.0.0.1:9", "-o", "timeout=20")
+    sweep = (2 + 3 * 64) * 1.0 + (2 + 64 + 16 + 4) * 30
+    assert found[THROUGHPUT] == sweep + 10 + CONNECT_S + 30 + OWN_WORK_S
+
+
 def test_hash_and_in_image_tests_get_their_plan_deadlines(pytester, tmp_path):
     plan = plan_file(
         tmp_path, model_hash_timeout_s=7200, rendezvous_timeout_s=90, command_timeout_s=10
