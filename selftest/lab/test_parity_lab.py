@@ -2,9 +2,9 @@
 through the suite's --record-reference, which then refuses to write over the file; the same
 server judged against it is green (the same topology twice: the noise floor). The reference
 gates the PP 2 deployment across both nodes (inventories/lab.yaml): green. A server with a
-changed chat template, and one keeping its KV cache in FP8, are red, naming the prompt and
-the first divergent position. A relaunch on one node, the tolerances' last row, runs where
-INFERGATE_LAB_PARITY_MEASURE=1."""
+changed chat template, and one keeping its KV cache in FP8 (AVX-512 only), are red, naming
+the prompt and the first divergent position. A relaunch on one node, the tolerances' last
+row, runs where INFERGATE_LAB_PARITY_MEASURE=1."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from infergate.reports.inference_json import read_results
 from infergate_lab import Lab
 from infergate_lab.engine import serving_alone
 from selftest.lab.test_deploy_lab import plan_file, run_containers
+from selftest.lab.test_engine_isa_lab import cpu_flags
 from selftest.suite import LAB_PLAN, SuiteRun, read_junit, run_folder_in, suite_argv
 
 # the first test may build the engine image (~10 min cold here) before its server starts
@@ -149,6 +150,11 @@ def test_changed_chat_template_is_red_naming_the_position(one_node, lab, tmp_pat
     assert any("fix: compare the chat template" in s for s in said), said
 
 
+@pytest.mark.skipif(
+    "avx512f" not in cpu_flags(),
+    reason="vLLM's CPU engine keeps no FP8 KV cache on this CPU: 'FP8 KV cache on CPU requires "
+    "x86 with AVX-512 or AMX'",
+)
 def test_fp8_kv_cache_is_red_naming_the_position(one_node, lab, tmp_path):
     """The same weights keeping their KV cache in FP8 (a lower precision the CPU engine
     serves): answers diverge at near ties, and the message names where, leads its fix with
