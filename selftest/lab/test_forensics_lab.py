@@ -9,6 +9,7 @@ for the endpoint's first request, stacks-load-c2.txt for a level of the load, wh
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from infergate.engines.labels import RUN_LABEL
 from infergate.reports.inference_json import read_results
 from selftest.lab.test_deploy_lab import (
     NODES,
+    SHORT,
     deploy,
     detected_after,
     launch_failure,
@@ -101,10 +103,10 @@ ROOT_CHECK = "test_conformance.py::test_endpoint_serves_one_request"
 REQUEST_S = 30
 
 
-def waits_past_the_request(plan: dict) -> None:
+def waits_past_the_request(plan: dict, concurrency: Sequence[int] = (1, SHORT)) -> None:
     """vLLM's own collective timeout (600 s) past the request's deadline, REQUEST_S: a hang,
-    not an error; a short sweep."""
-    short_sweep(plan)
+    not an error; a short sweep at CONCURRENCY."""
+    short_sweep(plan, concurrency)
     plan["inference"]["request_timeout_s"] = REQUEST_S
     flags = plan["engine"]["flags"]
     flags[flags.index("--distributed-timeout-seconds") + 1] = "600"
@@ -171,7 +173,7 @@ def test_load_hung_mid_sweep_names_where_each_rank_waits_and_ends_the_sweep(
     """c = 1 answered, c = 2 hung: c = 2 is the one red, naming where each rank waits; the
     sweep ends there, and every later check of the endpoint's is skipped naming it."""
     pytester.makepyfile(freezer=SWEEP_FREEZER)
-    plan = plan_file(tmp_path, lambda p: (waits_past_the_request(p), short_sweep(p, (1, 2, 4))))
+    plan = plan_file(tmp_path, lambda p: waits_past_the_request(p, (1, 2, 4)))
     args = ("-m", "inference", "-k", "test_performance", "-p", "freezer")
     run = run_suite(pytester, *suite_args(pytester, *args), inventory=plan)
     assert run.red() == {LEVELS[1]}, run.output
