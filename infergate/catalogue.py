@@ -142,6 +142,31 @@ CHECKS: dict[str, Entry] = {
         "GPU health",
         "look the Xid up in NVIDIA's Xid catalog; reboot or service the GPU it names",
     ),
+    # GPUs under load
+    "test_gpus_hold_clocks_under_load": E(
+        "IG-GPU-LOAD-THROTTLED",
+        "GPU health",
+        "the slowdown's cause: airflow and fans for heat, the PSUs for a power brake "
+        "(`nvidia-smi -q -d PERFORMANCE`); an Xid: NVIDIA's Xid catalog",
+        tier="full",
+        needs="in-image",
+        tools=("nvidia-smi",),
+    ),
+    "test_gpu_clocks_alike_under_load": E(
+        "IG-GPU-LOAD-SPREAD",
+        "GPU health",
+        "the slow GPU's clocks, application clocks and power limit against the fastest's",
+        tier="full",
+        needs="in-image",
+        tools=("nvidia-smi",),
+    ),
+    "test_dcgm_diag_passes": E(
+        "IG-DCGM-DIAG-FAILED",
+        "GPU health",
+        "what DCGM's message names (its DCGM_FR_* code's action)",
+        tier="full",
+        needs="tools",
+    ),
     "test_nvml_matches_kernel_module": E(
         "IG-NVML-MISMATCH",
         "named failures",
@@ -296,6 +321,12 @@ CHECKS: dict[str, Entry] = {
         "rendezvous",
         "what the ranks' log names (an address, an interface, a port cut)",
         root="rendezvous",
+    ),
+    "test_collective_sum_correct": E(
+        "IG-COLLECTIVE-WRONG",
+        "rendezvous",
+        "look for Xid, AER and ECC errors on the node named; rerun with NCCL_PROTO=Simple",
+        needs="rendezvous",
     ),
     "test_nccl_transport_and_bandwidth": E(
         "IG-NCCL-TRANSPORT",
@@ -509,6 +540,12 @@ CHECKS: dict[str, Entry] = {
         "IG-REGRESSION",
         "performance",
         "what changed since the baseline (image, flags, driver)",
+    ),
+    "test_decode_reaches_the_roofline": E(
+        "IG-ROOFLINE-LOW",
+        "performance",
+        "what holds decode below the memory-bandwidth ceiling: eager mode, TP over the "
+        "fabric, the engine's kernels",
     ),
 }
 

@@ -16,6 +16,7 @@ from infergate.inference.plan import (
     check_usage_counts_chunks,
     check_usage_reported,
 )
+from infergate.inference.roofline import RooflineFigures, check_fraction, plan_cause
 from infergate.inference.workload import Level, levels
 from infergate.plan.model import Inference, Inventory
 from infergate.preflight.roots import Blocked
@@ -113,3 +114,21 @@ def test_performance_holds_against_the_baseline(
         )
     problems = baseline.compare(current, stored, inventory.inference.baseline_tolerance)
     served_by.fail(problems)
+
+
+def test_decode_reaches_the_roofline(
+    inventory: Inventory,  # first: with --endpoint alone, skipped before the sweep
+    sweep: list[LevelSummary],
+    roofline_figures: RooflineFigures,
+    served_by: ServedBy,
+    pytestconfig: pytest.Config,
+) -> None:
+    """Decode at concurrency 1 (1 / median TPOT) reaches at least inference.roofline.
+    min_fraction of the memory-bandwidth ceiling of one stream on the planned topology."""
+    floor = inventory.inference.roofline.min_fraction
+    if floor is None:
+        skip_unconfigured(
+            pytestconfig,
+            f"no floor: set inference.roofline.min_fraction ({roofline_figures.line()})",
+        )
+    served_by.fail(check_fraction(roofline_figures, floor, plan_cause(inventory)))

@@ -43,8 +43,7 @@ def test_rdma_ports_error_free_at_planned_rate(probes, node, inventory):
 
 @pytest.mark.xdist_group("cluster")
 def test_fabric_rails_carry_planned_bandwidth(rails, inventory):
-    """Each node sends to the next over every rail (ib_write_bw per planned HCA pair where
-    perftest is installed, else TCP over the fabric addresses) at fabric.min_gbps or more."""
-    header = f"per-rail bandwidth by {rails.form}"
+    """Every node sends to every peer (past fabric.all_pairs_up_to nodes, a seeded sample),
+    one stream per node at a time, over every rail at fabric.min_gbps or more."""
     problems = check_rails(rails.measured, rails.min_gbps, rails.key)
-    fail_on_nodes(inventory.nodes, problems, header)
+    fail_on_nodes(inventory.nodes, problems, rails.header(len(inventory.nodes)))

@@ -56,8 +56,10 @@ except OSError:
     pass
 """
 
+# Closed with a reset once answered: what the kernel still holds to send would otherwise
+# load the next step's streams (a shaped link's backlog drops their ACKs)
 _SEND = """
-import select, socket, sys, time
+import select, socket, struct, sys, time
 addr, port, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 try:
     s = socket.create_connection((addr, port), timeout=3)
@@ -79,6 +81,8 @@ while time.monotonic() < end and not answer.endswith(b"\\n"):
         pass
     except OSError as e:
         print("error", type(e).__name__, e); sys.exit(0)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+s.close()
 print(answer.decode().strip() or "error the receiver answered nothing in %.0f s" % (secs + 5))
 """
 
@@ -178,35 +182,114 @@ UNREACHABLE = "Network is unreachable"
 
 
 def check_rails(rails: list[Rail], min_gbps: float, key: str) -> dict[str, list[Problem]]:
-    """Each rail below MIN_GBPS is a problem of its sending node; one that gave no figure, of
-    its receiving node (a port there a peer cannot reach), unless the sender has no route
-    (docs/checks.md#rail-bandwidth)."""
+    """The rails below MIN_GBPS, each cause once: the whole fabric, a node whose every stream
+    one way failed, else a pair and its direction (docs/checks.md#rail-bandwidth)."""
+    planned = f"at least {min_gbps:g} Gb/s per rail ({key})"
+    failed = [r for r in rails if r.gbps is None or r.gbps < min_gbps]
+    names = list(dict.fromkeys(n for r in rails for n in (r.sender, r.receiver)))
+    if not failed:
+        return {}
+    if len(names) >= 3 and len(failed) == len(rails):
+        return {names[0]: [_every_stream(failed, names, planned, key)]}
     problems: dict[str, list[Problem]] = {}
-    for rail in rails:
-        if rail.gbps is not None and rail.gbps >= min_gbps:
+    explained: set[Rail] = set()
+    for node, sends, receives in _nodes_to_blame(rails, set(failed), names):
+        explained.update(sends, receives)
+        problems.setdefault(node, []).append(_node(node, sends, receives, planned))
+    for rail in failed:
+        if rail in explained:
             continue
         if rail.gbps is None and UNREACHABLE in rail.said:
-            problems.setdefault(rail.sender, []).append(_no_route(rail, min_gbps, key))
+            problems.setdefault(rail.sender, []).append(_no_route(rail, planned))
         elif rail.gbps is None:
-            problems.setdefault(rail.receiver, []).append(_no_stream(rail, min_gbps, key))
+            problems.setdefault(rail.receiver, []).append(_no_stream(rail, planned))
         else:
-            problems.setdefault(rail.sender, []).append(_slow(rail, min_gbps, key))
+            problems.setdefault(rail.sender, []).append(_slow(rail, rails, min_gbps, planned))
     return problems
 
 
-def _no_route(rail: Rail, min_gbps: float, key: str) -> Problem:
+def _nodes_to_blame(
+    rails: list[Rail], failed: set[Rail], names: list[str]
+) -> list[tuple[str, list[Rail], list[Rail]]]:
+    """Each node whose every stream one way (two peers at least) failed, with those streams,
+    most streams first: a stream one node explains counts for no other."""
+    blamed: list[tuple[str, list[Rail], list[Rail]]] = []
+    taken: set[Rail] = set()
+
+    def all_failed(streams: list[Rail]) -> list[Rail]:
+        streams = [r for r in streams if r not in taken]
+        return streams if len(streams) >= 2 and failed.issuperset(streams) else []
+
+    while True:
+        found = []
+        for node in names:
+            if node not in (b[0] for b in blamed):
+                sends = all_failed([r for r in rails if r.sender == node])
+                receives = all_failed([r for r in rails if r.receiver == node])
+                found += [(node, sends, receives)] if sends or receives else []
+        if not found:
+            return blamed
+        best = max(found, key=lambda f: len(f[1]) + len(f[2]))  # the first of equals
+        blamed.append(best)
+        taken.update(best[1], best[2])
+
+
+def _figure(rail: Rail, peer: str) -> str:
+    return f"{peer} {rail.gbps:.2f} Gb/s" if rail.gbps is not None else f"{peer}: {rail.said}"
+
+
+def _every_stream(failed: list[Rail], names: list[str], planned: str, key: str) -> Problem:
+    figures = sorted(r.gbps for r in failed if r.gbps is not None)
+    carried = f", carried {figures[0]:.2f} to {figures[-1]:.2f} Gb/s" if figures else ""
+    unmeasured = len(failed) - len(figures)
+    said = f", {unmeasured} with no figure ({failed[0].said})" if unmeasured else ""
+    return Problem(
+        found=f"every one of the {len(failed)} streams between the {len(names)} nodes fell "
+        f"short{carried}{said}",
+        planned=planned,
+        remedy="what every node shares, not one node: the switch and its ports' speed, the "
+        f"fabric's VLAN and MTU, a firewall rule on every node; or {key} above what this "
+        "fabric carries",
+    )
+
+
+def _node(node: str, sends: list[Rail], receives: list[Rail], planned: str) -> Problem:
+    ways = []
+    if sends:
+        ways.append(f"to every peer: {', '.join(_figure(r, r.receiver) for r in sends)}")
+    if receives:
+        ways.append(f"from every peer: {', '.join(_figure(r, r.sender) for r in receives)}")
+    found = f"{node}'s streams fell short {' and '.join(ways)}"
+    if sends and all(r.gbps is None and UNREACHABLE in r.said for r in sends):
+        remedy = f"bring {node}'s fabric interface up with its address: `ip -br addr` on {node}"
+    elif receives and not sends and all(r.gbps is None for r in receives):
+        remedy = (
+            f"let every peer reach {node}'s ephemeral ports over the fabric: `iptables -S` and "
+            f"`nft list ruleset` on {node}; the ports-after-rendezvous test quotes the rule"
+        )
+    else:
+        side = "link" if sends and receives else "egress" if sends else "ingress"
+        remedy = (
+            f"the cause is {node}'s {side}, not its peers': on {node}, `tc qdisc show` (a "
+            "shaper on the fabric interface), `ethtool` (the speed it linked at), `ethtool -S` "
+            f"(drops, pause frames) and the HCA's PCIe link; {CX7_SLOW}"
+        )
+    return Problem(found=found, planned=planned, remedy=remedy)
+
+
+def _no_route(rail: Rail, planned: str) -> Problem:
     return Problem(
         found=f"no stream from {rail.sender} to {rail.receiver} over {rail.path}: {rail.said}",
-        planned=f"at least {min_gbps:g} Gb/s per rail ({key})",
+        planned=planned,
         remedy=f"bring {rail.sender}'s fabric interface up with its address: `ip -br addr` and "
         f"`ip route get` of {rail.receiver}'s fabric address on {rail.sender}",
     )
 
 
-def _no_stream(rail: Rail, min_gbps: float, key: str) -> Problem:
+def _no_stream(rail: Rail, planned: str) -> Problem:
     return Problem(
         found=f"no stream from {rail.sender} to {rail.receiver} over {rail.path}: {rail.said}",
-        planned=f"at least {min_gbps:g} Gb/s per rail ({key})",
+        planned=planned,
         remedy=f"let {rail.sender} reach {rail.receiver}'s ephemeral ports over the fabric: "
         f"`iptables -S` and `nft list ruleset` on {rail.receiver} (a firewall that lets only "
         f"the dist-init port in), `ip route get` of {rail.receiver}'s fabric address on "
@@ -214,13 +297,36 @@ def _no_stream(rail: Rail, min_gbps: float, key: str) -> Problem:
     )
 
 
-def _slow(rail: Rail, min_gbps: float, key: str) -> Problem:
-    carried = f"carried {rail.gbps:.2f} Gb/s" if rail.gbps is not None else f"gave {rail.said}"
-    return Problem(
-        found=f"{rail.sender} -> {rail.receiver} over {rail.path} {carried}",
-        planned=f"at least {min_gbps:g} Gb/s per rail ({key})",
-        remedy=f"on {rail.sender} and {rail.receiver}: `tc qdisc show` (a shaper left on the "
-        "interface), `ethtool -S` for drops and pause frames, and the PCIe link of the HCA; a "
-        "ConnectX-7 that links at 200G yet carries ~13 Gb/s recovers only with a reboot "
-        "(NVIDIA/dgx-spark-playbooks PR #108)",
+# a link that trains at full rate yet carries a fraction of it after a bad init
+CX7_SLOW = (
+    "a ConnectX-7 that links at 200G yet carries ~13 Gb/s recovers only with a reboot "
+    "(NVIDIA/dgx-spark-playbooks PR #108)"
+)
+
+
+def _slow(rail: Rail, rails: list[Rail], min_gbps: float, planned: str) -> Problem:
+    """One direction of one pair: the reverse's figure, and whether both ends carried the
+    floor with every other peer (then the path between the two is what is left)."""
+    back = next((r for r in rails if (r.sender, r.receiver) == (rail.receiver, rail.sender)), None)
+    reverse = f"; {back.sender} -> {back.receiver} {_carried(back)}" if back else ""
+    others = [r for r in rails if {rail.sender, rail.receiver} & {r.sender, r.receiver}]
+    others = [r for r in others if r is not rail and r is not back]
+    alone = bool(others) and all(r.gbps is not None and r.gbps >= min_gbps for r in others)
+    ends = f"{rail.sender} and {rail.receiver}"
+    where = (
+        f"only this pair, this way: both carry the floor with every other peer, so look "
+        f"between them: a shaper for this peer alone (`tc filter show` on {rail.sender}'s "
+        f"fabric interface), the switch ports and the cable between {ends}"
+        if alone
+        else f"on {ends}: `tc qdisc show` (a shaper left on the interface), `ethtool -S` for "
+        f"drops and pause frames, and the PCIe link of the HCA; {CX7_SLOW}"
     )
+    return Problem(
+        found=f"{rail.sender} -> {rail.receiver} over {rail.path} {_carried(rail)}{reverse}",
+        planned=planned,
+        remedy=where,
+    )
+
+
+def _carried(rail: Rail) -> str:
+    return f"carried {rail.gbps:.2f} Gb/s" if rail.gbps is not None else f"gave {rail.said}"

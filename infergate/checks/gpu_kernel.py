@@ -31,9 +31,9 @@ _API_MISMATCH = re.compile(
 _PREFIX = re.compile(r"\s*(?:\[\s*[\d.]+\]\s*)?NVRM:\s*")
 
 
-def check_kernel_gpu_log(log: KernelLog) -> list[Problem]:
-    """No Xid and no fatal NVRM line in the kernel log since boot (a log the probe may not
-    read has no lines to judge: its `unreadable` says why)."""
+def check_kernel_gpu_log(log: KernelLog, window: str = "since boot") -> list[Problem]:
+    """No Xid and no fatal NVRM line in the kernel log's lines of WINDOW (a log the probe may
+    not read has no lines to judge: its `unreadable` says why)."""
     lines = tuple(line.strip() for line in log.lines if _GPU_LINE.search(line))
     xids = [line for line in lines if _XID.search(line)]
     fatal = [line for line in lines if _FATAL_NVRM.search(line) and line not in xids]
@@ -45,8 +45,8 @@ def check_kernel_gpu_log(log: KernelLog) -> list[Problem]:
     last = (xids or fatal)[-1]
     return [
         Problem(
-            found=f"{' and '.join(found)} in the kernel log since boot; last: {last[:240]}",
-            planned="no Xid or fatal NVRM line since boot",
+            found=f"{' and '.join(found)} in the kernel log {window}; last: {last[:240]}",
+            planned=f"no Xid or fatal NVRM line {window}",
             remedy=_log_remedy(codes, lines),
         )
     ]

@@ -16,6 +16,7 @@ from dataclasses import replace
 from importlib.resources import files
 from typing import Any
 
+from infergate.checks.collective import Size, Sweep, latency, parse_sweep_lines
 from infergate.checks.cuda import CudaVersion, parse_cuda_version, parse_cuda_version_json
 from infergate.checks.nccl import (
     AllReduce,
@@ -41,8 +42,8 @@ TOKENIZER_FILES = ("tokenizer_config.json", "chat_template.jinja")
 
 def probe_command(args: list[str], master: dict[str, str], facts: str) -> list[str]:
     """The probe container's command: scripts/in_image.py with ARGS (Engine.probe's argument,
-    model path, rank, world, deadline, flags) and FACTS `fresh` or `cached`; MASTER is set by
-    `env` in the command, as the container is the launch's own and only its command differs."""
+    model path, rank, world, deadline, flags) and FACTS `fresh` or `cached`; MASTER (address,
+    sweep size) is set by `env` in it: the container is the launch's, only its command not."""
     engine, model, rank, world, deadline, *flags = args
     rendezvous = [f"{key}={value}" for key, value in sorted(master.items())]
     script = [SCRIPT, engine, model, rank, world, deadline, facts, *flags]
@@ -272,3 +273,35 @@ def nccl_allreduce(result: dict[str, Any]) -> AllReduce | None:
     """The rendezvous's NCCL all-reduce timing, as nccl-tests reports it."""
     doc = result.get("nccl_allreduce")
     return AllReduce(**doc) if isinstance(doc, dict) else None
+
+
+def collective_sweep(result: dict[str, Any]) -> Sweep | None:
+    """The rendezvous's all-reduce sweep (NCCL on a GPU, else Gloo), one line per size; a
+    probe of before the sweep timed one size (128 MiB), its sum not checked."""
+    lines = result.get("sweep")
+    if isinstance(lines, list):
+        return parse_sweep_lines([str(line) for line in lines])
+    one = nccl_allreduce(result)
+    if one is None:
+        return None
+    size = Size(one.nbytes, one.time_ms * 1e3, one.algbw_gbps, one.busbw_gbps, None)
+    return Sweep("nccl all-reduce", one.world, (size,))
+
+
+def sweep_figures(result: dict[str, Any]) -> dict[str, Any]:
+    """What the results keep of a node's sweep: latency at the small sizes, busbw at the
+    largest, the seconds the sweep took and its lines ({}: no sweep)."""
+    sweep = collective_sweep(result)
+    if sweep is None:
+        return {}
+    largest = sweep.sizes[-1]
+    return {
+        "collective": sweep.collective,
+        "world": sweep.world,
+        "latency": latency(sweep),
+        "largest_bytes": largest.nbytes,
+        "busbw_gbps": largest.busbw_gbps,
+        "sweep_s": result.get("sweep_s"),
+        "stopped": sweep.stopped,
+        "lines": result.get("sweep"),
+    }

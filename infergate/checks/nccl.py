@@ -198,8 +198,13 @@ def check_nccl_bandwidth(allreduce: AllReduce | None, floor_gbytes_per_sec: floa
         Problem(
             found=found,
             planned=f"at least {floor_gbytes_per_sec:g} GB/s ({FLOOR_KEY})",
-            remedy="check the transport first (NET/IB expected across nodes; NET/Socket means "
-            "RDMA is off), then NCCL_IB_HCA lists every HCA of the port, equal MTU on both "
-            "ends, and `ib_write_bw` per HCA pair",
+            remedy=BANDWIDTH_REMEDY,
         )
     ]
+
+
+BANDWIDTH_REMEDY = (
+    "check the transport first (NET/IB expected across nodes; NET/Socket means RDMA is off), "
+    "then NCCL_IB_HCA lists every HCA of the port, equal MTU on both ends, and `ib_write_bw` "
+    "per HCA pair"
+)

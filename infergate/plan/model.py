@@ -123,6 +123,16 @@ class Fabric:
     # what each rail must carry in Gb/s, measured node to node; None: 74.1 by ib_write_bw (80 %
     # of the lower of NVIDIA's two published Spark rails, 92.6 Gb/s), the TCP form not judged
     min_gbps: float | None = None
+    # every pair's bandwidth measured up to this many nodes; past it, sampled rounds
+    all_pairs_up_to: int = 16
+    # past all_pairs_up_to: this many rounds of the pairs' tournament, each measuring every node
+    # with one peer both ways (one more where the count is odd: every node twice at least)
+    pair_sample_rounds: int = 4
+    # which rounds the sample takes: change it to cover other pairs on the next run
+    pair_sample_seed: int = 0
+    # the in-image all-reduce sweep's largest size, where busbw is judged; a lab node's
+    # memory cgroup takes a smaller one (docs/checks.md#collective-sweep)
+    collective_max_mib: int = 1024
 
 
 @dataclass(frozen=True)
@@ -183,8 +193,8 @@ class Thresholds:
     tp_balance_min_ratio: float = 0.9
     # the engine's own free figure this far below MemAvailable: page cache, drop caches
     page_cache_gap_gib: float = 10.0
-    # GB/s, gigabytes a second as nccl-tests' busbw (fabric.min_gbps is in gigabits); a
-    # Spark pair with both HCAs: ~18
+    # GB/s, gigabytes a second as nccl-tests' busbw (fabric.min_gbps is in gigabits), at the
+    # sweep's largest size (fabric.collective_max_mib); a Spark pair at 1 GiB: 21.8
     nccl_busbw_min_gbytes_per_sec: float | None = None
     # the engine container's open files, at least (and 4 per request the load holds open):
     # vLLM and SGLang raise their soft limit to 65535 themselves, within the hard one
@@ -199,6 +209,12 @@ class Thresholds:
     model_hash_timeout_s: float = 3600.0
     # how long the inference phase waits for the endpoint to answer HTTP (--endpoint-wait)
     endpoint_wait_s: float = 10.0
+    # the full tier's GPU load: seconds of bf16 matmuls on every GPU of every node at once
+    gpu_load_s: float = 10.0
+    # GPUs of one model hold a median SM clock under load within this many percent of the fastest
+    gpu_load_clock_spread_pct: float = 10.0
+    # `dcgmi diag -r LEVEL -j` after the load, where a node has dcgmi; 0: not run
+    dcgm_diag_level: float = 1
 
 
 @dataclass(frozen=True)
@@ -267,6 +283,17 @@ class Parity:
 
 
 @dataclass(frozen=True)
+class Roofline:
+    """inference.roofline: decode at concurrency 1 against the memory-bandwidth ceiling of one
+    stream, from config.json and each rank's bandwidth (docs/performance.md#roofline)."""
+
+    # the least share of the ceiling decode must reach at c = 1; None: reported, not gated
+    min_fraction: float | None = None
+    # every rank's memory bandwidth, over the GPU table and the CPU nodes' measured copy
+    bandwidth_gb_s: float | None = None
+
+
+@dataclass(frozen=True)
 class Ladder:
     """The long-context ladder: a request at each fraction of the planned context length
     (else the served one), then `overlapping` at once at the top (docs/context-ladder.md)."""
@@ -315,6 +342,7 @@ class Inference:
     slo: Slo = Slo()  # per-request objectives: goodput, and its gate
     ladder: Ladder = Ladder()  # the long-context ladder
     parity: Parity = Parity()  # the answers against a recorded reference
+    roofline: Roofline = Roofline()  # decode against the memory-bandwidth ceiling
 
 
 GuardMode = Literal["auto", "on", "off"]
@@ -558,6 +586,14 @@ def _fabric(data: object, path: str) -> Fabric:
         mtu=s.maybe("mtu", v.int_in(576, 9216)),  # IPv4's minimum to the largest jumbo frame
         rate_gbps=s.maybe("rate_gbps", _GBPS),
         min_gbps=s.maybe("min_gbps", _GBPS),
+        all_pairs_up_to=s.get("all_pairs_up_to", v.int_in(2, 100_000), Fabric.all_pairs_up_to),
+        pair_sample_rounds=s.get(
+            "pair_sample_rounds", v.int_in(2, 100_000), Fabric.pair_sample_rounds
+        ),
+        pair_sample_seed=s.get("pair_sample_seed", v.int_in(0, 2**32 - 1), Fabric.pair_sample_seed),
+        collective_max_mib=s.get(
+            "collective_max_mib", v.int_in(1, 65536), Fabric.collective_max_mib
+        ),
     )
     return s.built(fabric)
 
@@ -654,6 +690,9 @@ _THRESHOLD_BOUNDS: dict[str, v.Reader[float]] = {
     "cluster_join_timeout_s": _MILESTONE_S,
     "model_hash_timeout_s": _MILESTONE_S,
     "endpoint_wait_s": v.number_in(0, 3600, " s"),  # endpoint_gate.MAX_WAIT_S
+    "gpu_load_s": v.number_in(1, 600, " s"),
+    "gpu_load_clock_spread_pct": v.number_in(0, 100, " %", above=True),
+    "dcgm_diag_level": v.int_in(0, 4),
 }
 
 
@@ -713,6 +752,7 @@ def _inference(data: object, path: str) -> Inference:
         slo=s.get("slo", _slo, Slo()),
         ladder=s.get("ladder", _ladder, Ladder()),
         parity=s.get("parity", _parity, Parity()),
+        roofline=s.get("roofline", _roofline, Roofline()),
     )
     s.built(inference)  # the rules between its keys need every key read
     _check_levels(s, inference)
@@ -803,6 +843,16 @@ def _parity(data: object, path: str) -> Parity:
             top_logprobs=s.get("top_logprobs", v.int_in(1, 20), d.top_logprobs),
             max_tokens=s.get("max_tokens", _TOKENS, d.max_tokens),
             prompts=s.get("prompts", v.list_of(v.prose, min_len=1), d.prompts),
+        )
+    )
+
+
+def _roofline(data: object, path: str) -> Roofline:
+    s = v.Section(data, path, keys(Roofline))
+    return s.built(
+        Roofline(
+            min_fraction=s.maybe("min_fraction", v.number_in(0, 2, "", above=True)),
+            bandwidth_gb_s=s.maybe("bandwidth_gb_s", v.number_in(0, 100_000, " GB/s", above=True)),
         )
     )
 

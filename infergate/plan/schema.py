@@ -48,6 +48,7 @@ _PROBE: dict[str, object] = {
         "slo": {},
         "ladder": {},
         "parity": {},
+        "roofline": {},
     },
     "guard": {},
     "chaos": {},

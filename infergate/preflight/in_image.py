@@ -75,11 +75,12 @@ class InImage:
 def _probe(
     inventory: Inventory, node: Node, rank: int
 ) -> tuple[ContainerSpec, list[str], dict[str, str]]:
-    """NODE's engine container, the launch's own (Engine.container), the probe's arguments
-    and the rendezvous address. The planned flags without the API key: the probe parses
-    them and serves nothing, and its argv is in every `ps`."""
+    """NODE's engine container, the launch's own (Engine.container), the probe's arguments,
+    and the rendezvous address and the sweep's largest size for its env. The planned flags
+    without the API key: the probe parses them and serves nothing, and its argv is in `ps`."""
     engine, model = inventory.engine, inventory.model
     master = {"MASTER_ADDR": str(engine.dist_init_addr), "MASTER_PORT": str(engine.dist_init_port)}
+    master["INFERGATE_SWEEP_MAX_BYTES"] = str(inventory.fabric.collective_max_mib * 2**20)
     deadline = inventory.thresholds.rendezvous_timeout_s
     adapter, world = engine_for(inventory), str(len(inventory.nodes))
     args = [adapter.probe.argument(), model.path, str(rank), world, f"{deadline:g}"]

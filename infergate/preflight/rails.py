@@ -1,7 +1,7 @@
-"""Each rail measured, node to node, every node at once: each sends to the next in the plan's
-order (a ring, so each node's egress and ingress are both measured once), all pairs at the
-same time. `ib_write_bw` per planned HCA pair where perftest is on every node, else one TCP
-stream over the fabric addresses.
+"""Each rail measured, node to node: every ordered pair of nodes (or a seeded sample of
+pairs, past fabric.all_pairs_up_to nodes) in steps where no node is in two streams at once
+(infergate.checks.pairs). `ib_write_bw` per planned HCA pair where perftest is on every
+node, else one TCP stream over the fabric addresses.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from functools import partial
 
 from infergate.checks import bandwidth as bw
 from infergate.checks.facts import Sections, perftest_of
+from infergate.checks.pairs import Schedule, schedule
 from infergate.checks.ports import stop_listener_command
 from infergate.plan.model import Inventory, Node, plan_key
 from infergate.preflight.per_node import PerNode, every_value, fact, value
@@ -27,6 +28,18 @@ class Rails:
     measured: list[bw.Rail]
     min_gbps: float
     key: str  # where the threshold comes from, for the failure
+    schedule: Schedule
+
+    def header(self, nodes: int) -> str:
+        """What was measured, for the failure's first line."""
+        if not self.schedule.sampled:
+            return f"per-rail bandwidth by {self.form}, every ordered pair of {nodes} nodes"
+        return (
+            f"per-rail bandwidth by {self.form}, a sample past {plan_key('fabric.all_pairs_up_to')}"
+            f": {self.schedule.rounds} of the {self.schedule.of_rounds} rounds of pairs "
+            f"({plan_key('fabric.pair_sample_rounds')}, {plan_key('fabric.pair_sample_seed')}), "
+            f"{self.schedule.streams} streams"
+        )
 
 
 class NoRails(Exception):
@@ -36,21 +49,31 @@ class NoRails(Exception):
 def measure_rails(
     remotes: dict[str, Remote], inventory: Inventory, probes: PerNode[Sections]
 ) -> Rails:
-    """Every rail of the ring measured; NoRails where nothing would judge the TCP form."""
-    nodes = inventory.nodes
+    """Every scheduled rail measured, step by step; NoRails where nothing would judge the
+    TCP form."""
+    nodes, fabric = inventory.nodes, inventory.fabric
     if len(nodes) < 2:
         raise NoRails("the plan has one node: no rail between nodes")
-    pairs = [(n, nodes[(i + 1) % len(nodes)]) for i, n in enumerate(nodes)]
+    plan = schedule(
+        [n.name for n in nodes],
+        fabric.all_pairs_up_to,
+        fabric.pair_sample_rounds,
+        fabric.pair_sample_seed,
+    )
+    named = {n.name: n for n in nodes}
+    steps = [[(named[s], named[r]) for s, r in step] for step in plan.steps]
     key = plan_key("fabric.min_gbps")
     perftest = all(fact(n, probes.of(n), perftest_of) for n in nodes)
     if perftest and all(n.fabric.hcas for n in nodes):
-        return Rails("ib_write_bw", _ib_rails(remotes, pairs), _ib_min(inventory), key)
-    if inventory.fabric.min_gbps is None:
+        measured = [rail for pairs in steps for rail in _ib_rails(remotes, pairs)]
+        return Rails("ib_write_bw", measured, _ib_min(inventory), key, plan)
+    if fabric.min_gbps is None:
         raise NoRails(
             "perftest (ib_write_bw) is not on every node planning HCAs, and fabric.min_gbps is "
             "unset: no threshold for the TCP form"
         )
-    return Rails("TCP", _tcp_rails(remotes, pairs), inventory.fabric.min_gbps, key)
+    measured = [rail for pairs in steps for rail in _tcp_rails(remotes, pairs)]
+    return Rails("TCP", measured, fabric.min_gbps, key, plan)
 
 
 def _ib_min(inventory: Inventory) -> float:
@@ -58,8 +81,8 @@ def _ib_min(inventory: Inventory) -> float:
 
 
 def _tcp_rails(remotes: dict[str, Remote], pairs: list[tuple[Node, Node]]) -> list[bw.Rail]:
-    """A receiver on every node's fabric address, all at once, then every sender at once;
-    the receivers a sender never reached are stopped (the others end by themselves)."""
+    """A receiver on each receiving node's fabric address, all at once, then every sender at
+    once; the receivers a sender never reached are stopped (the others end by themselves)."""
     receivers = {r.name: r for _, r in pairs}
 
     def listen(remote: Remote) -> bw.Receiver:
@@ -105,8 +128,8 @@ def _send(
 
 
 def _ib_rails(remotes: dict[str, Remote], pairs: list[tuple[Node, Node]]) -> list[bw.Rail]:
-    """For the i-th HCA of every node in turn: a server on each receiver, all at once, then
-    each client; then each server still there (its client failed) is stopped."""
+    """For the i-th HCA of every pair's nodes in turn: a server on each receiver, all at
+    once, then each client; then each server still there (its client failed) is stopped."""
     rails: list[Outcome[bw.Rail]] = []
     senders = {s.name: remotes[s.name] for s, _ in pairs}
     for i in range(min(len(n.fabric.hcas) for s, r in pairs for n in (s, r))):

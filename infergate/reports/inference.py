@@ -13,6 +13,7 @@ from pathlib import Path
 from infergate.deploy.chaos import Timeline
 from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import LevelSummary
+from infergate.inference.roofline import RooflineFigures
 from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.plan.model import Inference, Node
 from infergate.reports.memory_curve import MemoryCurve
@@ -82,6 +83,7 @@ class Results:
     parity: tuple[Mapping[str, object], ...] = ()
     memory: tuple[MemoryCurve, ...] = ()  # the memory guard's curves, per node
     chaos: tuple[Timeline, ...] = ()  # a chaos run's actions (docs/chaos.md)
+    roofline: RooflineFigures | None = None  # decode at c = 1 against its ceiling
 
 
 def node_facts(

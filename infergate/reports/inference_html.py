@@ -11,6 +11,7 @@ from infergate.catalogue import WARN, entry
 from infergate.deploy.chaos import PROBES, SHOWN, Timeline
 from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import Distribution, LevelSummary
+from infergate.inference.roofline import RooflineFigures
 from infergate.inference.samples import LevelSamples
 from infergate.reports import plots
 from infergate.reports.inference import Evidence, Gates, Outcome, Results
@@ -42,6 +43,7 @@ def render_html(results: Results) -> str:
         _gates(results.conformance),
         "<h2>Tokens/s and latency per level</h2>",
         table(_LEVEL_HEADER, [_level_row(s) for s in results.levels]),
+        _roofline(results.roofline),
         *_pictures(results),
         _ladder(results.ladder),
         _parity(results.parity),
@@ -77,6 +79,13 @@ def _verdict(outcomes: Sequence[Outcome]) -> str:
     )
     head = html.escape(headline(causes, 0))
     return f"<p class='{'pass' if ready else 'fail'}'>{head}</p>{said}"
+
+
+def _roofline(found: RooflineFigures | None) -> str:
+    """Decode at c = 1 against the memory-bandwidth ceiling (docs/performance.md#roofline)."""
+    if found is None:
+        return "<p class=meta>No roofline: its check did not run.</p>"
+    return f"<h2>Decode roofline</h2><p>{html.escape(found.line())}</p>"
 
 
 def _gates(outcomes: Sequence[Outcome]) -> str:

@@ -28,6 +28,9 @@ fabric:
   # a TCP stream between two lab nodes over their veth; tc shapes it to 20 Mbit/s in the
   # shape-link fault. The floor sits ten times above that and far below an idle veth
   min_gbps: 0.2
+  # the in-image Gloo sweep's largest size: a lab node is a 6 GiB memory cgroup on 2 shared
+  # cores (docs/checks.md#collective-sweep)
+  collective_max_mib: 16
 image:
   ref: infergate-lab/vllm-cpu:0.32.0
 model:

@@ -66,6 +66,7 @@ RAILS = "test_fabric_health.py::test_fabric_rails_carry_planned_bandwidth"
 CLUSTER = (MTU, DIST_INIT, BALANCE, IMAGE_ID, MODEL_SAME, MODEL_CONTENT, PINNED, PORTS, AFTER)
 CLUSTER += (SHARED_CACHES, HUB_OFFLINE, RAILS)
 RENDEZVOUS = "test_in_image.py::test_rendezvous_all_reduce_across_nodes"
+COLLECTIVE = "test_in_image.py::test_collective_sum_correct"
 PARITY = "test_parity.py::test_stack_identical_on_every_node"
 HOST_ONLY = ("-m", "preflight and not image")
 
@@ -97,7 +98,7 @@ def with_plan(tmp_path: Path, change) -> Path:
 def test_healthy_lab_all_green_with_the_image(healthy_preflight):
     run = healthy_preflight
     every = {f"{t}[{n}]" for t in PER_NODE + IN_IMAGE_PER_NODE for n in NODES}
-    assert ran(run) == every | set(CLUSTER) | {RENDEZVOUS, PARITY}, run.output
+    assert ran(run) == every | set(CLUSTER) | {RENDEZVOUS, COLLECTIVE, PARITY}, run.output
     assert run.red() == set(), run.output
     assert "infergate: per-node summary" in run.output
 

@@ -55,8 +55,12 @@ def test_probe_container_is_the_engine_container(kind: str, hcas: bool) -> None:
 def test_the_rendezvous_address_is_the_probes_command_not_the_containers_env() -> None:
     inventory = plan("vllm", hcas=True)
     spec, args, master = _probe(inventory, inventory.head, 0)
-    assert master == {"MASTER_ADDR": "192.168.200.12", "MASTER_PORT": "29501"}
-    assert not any(key.startswith("MASTER_") for key, _ in spec.env)
+    assert master == {
+        "MASTER_ADDR": "192.168.200.12",
+        "MASTER_PORT": "29501",
+        "INFERGATE_SWEEP_MAX_BYTES": str(2**30),  # fabric.collective_max_mib's default
+    }
+    assert not any(key.startswith(("MASTER_", "INFERGATE_")) for key, _ in spec.env)
     engine = '{"imports": ["vllm"], "registry": "vllm", "parser": "vllm_parser", "model_flag": ""}'
     assert args[:5] == [engine, inventory.model.path, "0", "2", "60"]
 

@@ -27,6 +27,7 @@ IN_IMAGE = {
     "test_in_image.py::test_engine_flags_accepted_by_image[h200]",
     "test_in_image.py::test_no_stray_nccl_conf_in_image[h200]",
     "test_in_image.py::test_rendezvous_all_reduce_across_nodes",
+    "test_in_image.py::test_collective_sum_correct",
     "test_in_image.py::test_nccl_transport_and_bandwidth",
     "test_gpu.py::test_image_cuda_initialises_on_driver[h200]",
     "test_gpu.py::test_engine_free_memory_near_meminfo[h200]",

@@ -482,7 +482,7 @@ def test_every_threshold_has_bounds_that_its_message_names(key: str) -> None:
     """`command_timeout_s: 1.0e-9` killed every command: no threshold takes any number.
     A wait of 0 is one try (endpoint_wait_s): only a negative one is out of range."""
     tiny = 1e-9 if key.endswith("_s") and key not in WAITS_OF_ZERO else -1
-    for value in (tiny, 1e9):
+    for value in (tiny, 10**9):  # an integer: integer keys (dcgm_diag_level) refuse a float
         with pytest.raises(InventoryError, match=r"is out of range; expected .* and .*\d") as e:
             parse_inventory(lab_with((f"thresholds.{key}", value)))
         assert e.value.path == f"thresholds.{key}"

@@ -41,11 +41,14 @@ def test_quick_selects_the_quick_checks_and_says_how_many_went(pytester: pytest.
     assert "infergate: level quick (checks of tiers quick; model hash: none)" in out
 
 
-def test_default_is_standard_and_deselects_nothing(pytester: pytest.Pytester):
+def test_default_is_standard_and_deselects_the_full_tier_only(pytester: pytest.Pytester):
     default, out = collected(pytester)
     standard, _ = collected(pytester, "--level=standard")
     assert default == standard
-    assert "higher tiers deselected" not in out
+    full = {n for n, e in CHECKS.items() if e.tier == "full"}
+    assert full
+    assert not default & full
+    assert re.search(r"level standard: \d+ checks of higher tiers deselected", out), out
     assert "infergate: level standard (checks of tiers quick, standard; model hash: cached)" in out
     assert tiers_up_to("standard") >= default
 
@@ -56,9 +59,10 @@ def test_an_explicit_model_hash_keeps_the_hash_check_at_quick(pytester: pytest.P
     assert "test_stack_identical_on_every_node" not in names  # it runs the image
 
 
-def test_full_hashes_the_whole_model(pytester: pytest.Pytester):
-    _, out = collected(pytester, "--level=full")
+def test_full_hashes_the_whole_model_and_loads_the_gpus(pytester: pytest.Pytester):
+    names, out = collected(pytester, "--level=full")
     assert "model hash: full" in out
+    assert {"test_gpus_hold_clocks_under_load", "test_dcgm_diag_passes"} <= names
 
 
 def test_a_wrong_level_is_a_usage_error_naming_the_option(pytester: pytest.Pytester):

@@ -177,11 +177,11 @@ def test_a_check_without_thresholds_skips_or_fails_under_strict(
 
 
 def test_the_performance_tests_skip_only_through_the_strict_helper() -> None:
-    """Their four skips for a missing threshold, goodput floor or baseline each fail under
-    --strict."""
+    """Their five skips for a missing threshold, goodput floor, baseline or roofline floor
+    each fail under --strict."""
     source = (ROOT / "tests_inference" / "test_performance.py").read_text()
     assert "pytest.skip(" not in source
-    assert source.count("skip_unconfigured(") == 4
+    assert source.count("skip_unconfigured(") == 5
 
 
 @pytest.mark.parametrize(
