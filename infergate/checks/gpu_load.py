@@ -57,6 +57,7 @@ class Sample:
     temperature_c: int | None
     utilization_pct: int | None
     reasons: int | None
+    memory_used_mib: int | None = None  # asked by the telemetry only
 
     def busy(self) -> bool:
         idle = self.reasons is not None and self.reasons & GPU_IDLE
@@ -80,14 +81,14 @@ class GpuLoad:
         return [s for s in self.samples if s.index == index and 0 <= s.t_s <= self.seconds]
 
 
-def parse_gpu_samples(text: str) -> list[Sample]:
+def parse_gpu_samples(text: str, fields: Sequence[str] = LOAD_FIELDS) -> list[Sample]:
     """Parse the script's `gpu-samples` lines: the offset from the load's start, then
-    `nvidia-smi --query-gpu=<LOAD_FIELDS> --format=csv,noheader,nounits`.
+    `nvidia-smi --query-gpu=<FIELDS> --format=csv,noheader,nounits` (the telemetry's add one).
 
     Sample line (H100, recorded): ``4.136, 0, NVIDIA H100 80GB HBM3, 1350, 1980, 698.28, 700.00,
     54, 100, 0x0000000000000004``
     """
-    return [_sample(row) for row in _csv(text, ("t_s", *LOAD_FIELDS))]
+    return [_sample(row) for row in _csv(text, ("t_s", *fields))]
 
 
 def _sample(row: Mapping[str, str]) -> Sample:
@@ -102,6 +103,7 @@ def _sample(row: Mapping[str, str]) -> Sample:
         temperature_c=_int(row["temperature.gpu"]),
         utilization_pct=_int(row["utilization.gpu"]),
         reasons=_int(row["clocks_event_reasons.active"]),
+        memory_used_mib=_int(row.get("memory.used")),
     )
 
 

@@ -3,7 +3,9 @@ the memory cgroup walk and PSI about once a second, parsed tick by tick, and the
 tick against the plan's floor (docs/memory-guard.md).
 
 The loop forks only `sleep` (everything else is the shell's `read`), and ends at its first
-write after the controller's ssh is gone (SIGPIPE): nothing is left on the node.
+write after the controller's ssh is gone (SIGPIPE): nothing is left on the node. On a node
+with GPUs, a second loop runs nvidia-smi every interval for the GPUs' telemetry, and ends
+when the first is gone.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from infergate.checks.gpu import MemorySource, memory_source, parse_nvidia_smi_query_gpu
+from infergate.checks.gpu_load import LOAD_FIELDS, parse_gpu_samples
+from infergate.checks.gpu_load import Sample as GpuSample
 from infergate.checks.memory import GIB, gib, memory_facts
 from infergate.checks.probe import CGROUP_MEMORY
 from infergate.plan.model import Guard, plan_key
@@ -23,15 +27,28 @@ MODE_KEY = plan_key("guard.memory")
 TICK = "@@@ tick"  # a tick's first line: `@@@ tick <the node's uptime in s>`
 END = "@@@ end"  # and its last
 GPUS = "@@@ gpus"  # once, first: each GPU's memory.total ("[N/A]" on unified memory)
+GPU_ROW = "@@@ gpu"  # `@@@ gpu <uptime>, <a row of TELEMETRY_FIELDS>`, beside the ticks
+TELEMETRY_FIELDS = (*LOAD_FIELDS, "memory.used")  # the GPU load's, and the memory in use
 # the form of a recorded GB10 answer (selftest/data/gb10/query-gpu-index-name-memory.csv)
 _GPU_FIELDS = ("index", "name", "memory.total", "memory.used", "memory.free")
 
 
 def sampler_script(interval_s: float) -> str:
-    """The node's loop: the GPUs once, then a tick every INTERVAL_S."""
+    """The node's loop: the GPUs once, then a tick every INTERVAL_S; where the GPUs answered,
+    a loop of their own beside it prints each GPU's row every INTERVAL_S (a hung nvidia-smi
+    delays no tick), and ends once the ticks' shell is gone."""
     query = f"--query-gpu={','.join(_GPU_FIELDS)} --format=csv,noheader,nounits"
+    rows = f"--query-gpu={','.join(TELEMETRY_FIELDS)} --format=csv,noheader,nounits"
     return f"""echo '{GPUS}'
-timeout 10 nvidia-smi {query} 2>/dev/null
+if timeout 10 nvidia-smi {query} 2>/dev/null; then
+  ticks=$$
+  while kill -0 "$ticks" 2>/dev/null; do
+    read -r up _ </proc/uptime
+    timeout 5 nvidia-smi {rows} 2>/dev/null |
+      while IFS= read -r l; do echo "{GPU_ROW} $up, $l"; done
+    sleep {interval_s:g}
+  done &
+fi
 while :; do
   read -r up _ </proc/uptime
   echo "{TICK} $up"
@@ -100,23 +117,29 @@ def parse_gpus(text: str) -> bool:
     return bool(gpus) and memory_source(gpus) is MemorySource.MEMINFO
 
 
-def ticks(lines: Iterable[str]) -> Iterator[bool | MemorySample]:
+def ticks(lines: Iterable[str]) -> Iterator[bool | MemorySample | GpuSample]:
     """The sampler's output as it comes: first whether the node is unified memory, then a
-    sample per tick; a tick cut short (the stream ended) or unreadable is dropped."""
-    header, body, gpus = "", list[str](), list[str]()
+    sample per tick, and a GPU's sample per row between; a tick cut short (the stream ended)
+    or a line unreadable is dropped."""
+    header, body, gpus, said = "", list[str](), list[str](), False
     for line in lines:
         if line == GPUS:
             continue
-        if line.startswith(TICK):
-            if not header:
-                yield parse_gpus("\n".join(gpus))
+        row, tick = line.startswith(f"{GPU_ROW} "), line.startswith(TICK)
+        if (row or tick) and not said:  # the GPUs' answer ends at the first of either
+            said = True
+            yield parse_gpus("\n".join(gpus))
+        if row:
+            with contextlib.suppress(ValueError):  # a row cut short by the session's end
+                yield from parse_gpu_samples(line.removeprefix(GPU_ROW), TELEMETRY_FIELDS)
+        elif tick:
             header, body = line, []
         elif line == END and header:
             with contextlib.suppress(ValueError):  # a tick without MemAvailable: skipped
                 yield parse_tick(header, "\n".join(body))
         elif header:
             body.append(line)
-        else:
+        elif not said:
             gpus.append(line)
 
 

@@ -1,5 +1,6 @@
 """The memory guard at work: one SSH session per node running the sampling loop
-(checks/memguard.py), read by a thread per node; every sample kept for the report's curves,
+(checks/memguard.py), read by a thread per node; every sample (and every GPU's row) kept for
+the report's curves,
 and the first breach of the floor on a node where the guard is enforced handed to `on_breach`
 once (docs/memory-guard.md). `stop` ends every session, whatever happened.
 """
@@ -14,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from infergate.checks.gpu_load import Sample as GpuSample
 from infergate.checks.memguard import (
     MemorySample,
     check_memory_floor,
@@ -30,11 +32,13 @@ HANDLER_S = 60.0  # for a breach's removal and snapshot to end
 
 @dataclass
 class NodeSamples:
-    """One node's samples, and whether a breach there stops the run (None: not yet known)."""
+    """One node's samples, its GPUs' rows, and whether a breach there stops the run (None:
+    not yet known)."""
 
     node: Node
     enforced: bool | None = None
     samples: list[MemorySample] = field(default_factory=list)
+    gpus: list[GpuSample] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ class MemoryGuard:
             for item in ticks(lines):
                 if isinstance(item, bool):
                     kept.enforced = enforced(self.guard, item)
+                    continue
+                if isinstance(item, GpuSample):
+                    kept.gpus.append(item)
                     continue
                 kept.samples.append(item)
                 if kept.enforced:

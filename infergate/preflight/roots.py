@@ -139,9 +139,18 @@ class Roots:
             )
         if root == "image":
             return self._image(node, outcome)
+        if root == "rendezvous" and self._peer_blocked(node, in_image):
+            return None  # the peer's own root stopped the rendezvous, and names it
         if root in ("in-image", "rendezvous"):
             return self._in_image(root, in_image()[node.name], node)
         return None
+
+    def _peer_blocked(
+        self, node: Node, in_image: Callable[[], dict[str, Outcome[InImage]]]
+    ) -> bool:
+        """Whether a root before the rendezvous failed on another node."""
+        peers = [p for p in self.inventory.nodes if p.name != node.name]
+        return any(self.blocking(p, "in-image", (), "", in_image) for p in peers)
 
     def _tools(self, node: Node, sections: read.Sections, tools: tuple[str, ...]) -> Blocked | None:
         lacking = needed_missing(missing_tools(sections), node.gpus)

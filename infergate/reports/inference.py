@@ -16,6 +16,7 @@ from infergate.inference.metrics import LevelSummary
 from infergate.inference.roofline import RooflineFigures
 from infergate.inference.samples import EngineSample, LevelSamples
 from infergate.plan.model import Inference, Node
+from infergate.reports.gpu_curve import GpuCurve
 from infergate.reports.memory_curve import MemoryCurve
 from infergate.reports.summary import summary_row
 from infergate.reports.version import ToolVersion, tool_version
@@ -82,6 +83,7 @@ class Results:
     # Comparison.as_dict() and `passed`
     parity: tuple[Mapping[str, object], ...] = ()
     memory: tuple[MemoryCurve, ...] = ()  # the memory guard's curves, per node
+    gpus: tuple[GpuCurve, ...] = ()  # each GPU's rows, read beside the memory guard's
     chaos: tuple[Timeline, ...] = ()  # a chaos run's actions (docs/chaos.md)
     roofline: RooflineFigures | None = None  # decode at c = 1 against its ceiling
 

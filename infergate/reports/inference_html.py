@@ -14,6 +14,7 @@ from infergate.inference.metrics import Distribution, LevelSummary
 from infergate.inference.roofline import RooflineFigures
 from infergate.inference.samples import LevelSamples
 from infergate.reports import plots
+from infergate.reports.gpu import gpu_section
 from infergate.reports.inference import Evidence, Gates, Outcome, Results
 from infergate.reports.memory import memory_section
 from infergate.reports.page import CSS, table
@@ -45,6 +46,7 @@ def render_html(results: Results) -> str:
         table(_LEVEL_HEADER, [_level_row(s) for s in results.levels]),
         _roofline(results.roofline),
         *_pictures(results),
+        gpu_section(results.gpus),
         _ladder(results.ladder),
         _parity(results.parity),
         memory_section(results.memory),

@@ -14,6 +14,7 @@ from infergate.deploy import chaos
 from infergate.inference.ladder import RungFigures
 from infergate.inference.metrics import summary_from_dict, summary_to_dict
 from infergate.inference.roofline import figures_from_dict
+from infergate.reports.gpu_curve import gpu_curve
 from infergate.reports.inference import Evidence, Gates, Outcome, ReportMeta, Results
 from infergate.reports.memory_curve import memory_curve
 from infergate.reports.version import ToolVersion
@@ -38,6 +39,7 @@ def to_json(results: Results) -> dict[str, object]:
         "ladder": [asdict(r) for r in results.ladder],
         "parity": [dict(p) for p in results.parity],
         "memory": [asdict(c) for c in results.memory],
+        "gpus": [asdict(c) | {"figures": asdict(c.figures())} for c in results.gpus],
         "chaos": [chaos.to_dict(t) for t in results.chaos],
         "roofline": results.roofline.as_dict() if results.roofline else None,
     }
@@ -63,6 +65,7 @@ def read_results(path: Path) -> Results:
         ladder=tuple(RungFigures(**r) for r in data.get("ladder", [])),  # none before it
         parity=tuple(data.get("parity", ())),  # before reference parity: none
         memory=tuple(memory_curve(c) for c in data.get("memory", [])),
+        gpus=tuple(gpu_curve(c) for c in data.get("gpus", [])),  # none before it
         chaos=tuple(chaos.from_dict(t) for t in data.get("chaos", [])),
         roofline=figures_from_dict(data.get("roofline")),  # none before it
     )

@@ -29,6 +29,7 @@ from infergate.engines.launch import Start
 from infergate.engines.registry import plan_launch
 from infergate.plan.model import Inventory, parse_inventory
 from infergate.remote.docker_api import local_engine
+from infergate.reports.inference_json import read_results
 from infergate_lab import Lab
 from infergate_lab.engine import node_io
 from selftest.suite import ROOT, SuiteProcess, SuiteRun, read_junit, run_folder_in, run_suite
@@ -130,8 +131,16 @@ def served_and_left_only_what_it_found(run: SuiteRun, pytester: pytest.Pytester,
     # tok/s and TTFT against concurrency, latency-throughput, the TTFT and ITL distributions,
     # tok/s over time, the engine's /metrics, the memory guard's curve of each node: a missing
     # one says its data was not there
-    assert (report / "report.html").read_text().count("data:image/png;base64,") == 7 + 2
+    page = (report / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 7 + 2
     assert (report / "evidence" / "node2" / "container.log").stat().st_size > 0
+    # the tiny MoE's decode roofline at TP 2 (test_roofline_lab gates SmolLM2's at PP 2)
+    found = read_results(report / "results.json").roofline
+    assert found is not None, page
+    assert found.roofline is not None, found.unknown
+    assert found.fraction is not None, found
+    assert found.roofline.bandwidth_source.endswith("a 1-thread copy measured"), found
+    assert "Decode roofline" in page
 
 
 # --- failures of the two-Spark report, for real --------------------------------------------

@@ -188,7 +188,7 @@ def test_load_hung_mid_sweep_names_where_each_rank_waits_and_ends_the_sweep(
     # after c = 2, every check but those of c = 1, measured before the hang
     later = [t for t in tests[tests.index(LEVELS[1]) + 1 :] if not t.endswith("[c=1]")]
     named = "node1 (10.251.0.11) stopped serving during the run: answered nothing in time"
-    assert len(later) == 6, tests
+    assert len(later) == 7, tests  # the roofline judges a sweep that ended early
     assert all(
         run.message(t).startswith(f"not checked: {named} (test_every_request_completes[c=2])")
         for t in later

@@ -351,6 +351,7 @@ def test_a_run_stopped_early_removes_its_probe_containers_before_their_deadline(
     assert len(run.red()) == 1, run.output
     assert RENDEZVOUS not in run.outcomes, run.output
     label = "label=infergate.preflight"
-    left = {n: engine_lab.ssh(n, [f"docker ps -aq --filter {label}"]).stdout.split() for n in NODES}
-    assert left == {"node1": [], "node2": []}
-    assert elapsed < 30, f"{elapsed:.1f} s: the probes were left to their deadline"
+    listed = f"docker ps -a --format {{{{.Names}}}} --filter {label}"
+    left = {n: engine_lab.ssh(n, [listed]).stdout.split() for n in NODES}
+    assert left == {"node1": [], "node2": []}, run.output
+    assert elapsed < 30, f"{elapsed:.1f} s: the probes were left to their deadline\n{run.output}"

@@ -31,13 +31,14 @@ FOREIGN_TEST = "test_containers.py::test_no_foreign_containers[node1]"
 
 
 def left_on_nodes(lab: Lab, run_id: str = "") -> dict[str, list[str]]:
-    """Containers of RUN_ID (of any run of this suite when empty), per node."""
+    """Names of the containers of RUN_ID (of any run of this suite when empty), per node."""
     found = {}
     for node in NODES:
         ids = []
         for label in ("infergate.run", "infergate.preflight"):
             value = f"{label}={run_id}" if run_id else label
-            ids += lab.ssh(node, [f"docker ps -aq --filter label={value}"]).stdout.split()
+            listed = f"docker ps -a --format {{{{.Names}}}} --filter label={value}"
+            ids += lab.ssh(node, [listed]).stdout.split()
         if ids:
             found[node] = ids
     return found
