@@ -76,8 +76,11 @@ lab-down: $(BIN)/.installed
 # Issue 16's table: every figure measured in one run (scripts/bench.py: the preflight at 2
 # and 16 nodes, the model hash against its limit, the fresh in-image probe against a bare
 # import), each beside its goal, PASS or MISS; about 2.5 minutes on the lab with its engine.
+# Then our load client against `vllm bench serve` on a loopback token server of a known
+# schedule (scripts/bench_client.py: c = 1 to 1,024, 50 to 500 req/s; about 8 minutes).
 bench: $(BIN)/.installed
 	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench_client.py
 
 # The table, then the benches that compare against something else and take long: our client
 # against `vllm bench serve` (about 17 minutes) and the launch watch's poll against its
