@@ -94,6 +94,7 @@ class Roots:
 
     def __init__(self, inventory: Inventory, probes: PerNode[read.Sections]) -> None:
         self.inventory, self.probes = inventory, probes
+        self._short_of_rendezvous: frozenset[str] | None = None  # judged once, on first use
 
     def blocking(
         self,
@@ -148,9 +149,13 @@ class Roots:
     def _peer_blocked(
         self, node: Node, in_image: Callable[[], dict[str, Outcome[InImage]]]
     ) -> bool:
-        """Whether a root before the rendezvous failed on another node."""
-        peers = [p for p in self.inventory.nodes if p.name != node.name]
-        return any(self.blocking(p, "in-image", (), "", in_image) for p in peers)
+        """Whether a root before the rendezvous failed on another node; the nodes where one
+        did are judged once a run, not once per node of every check that needs them."""
+        if self._short_of_rendezvous is None:
+            nodes = self.inventory.nodes
+            short = (n.name for n in nodes if self.blocking(n, "in-image", (), "", in_image))
+            self._short_of_rendezvous = frozenset(short)
+        return bool(self._short_of_rendezvous - {node.name})
 
     def _tools(self, node: Node, sections: read.Sections, tools: tuple[str, ...]) -> Blocked | None:
         lacking = needed_missing(missing_tools(sections), node.gpus)

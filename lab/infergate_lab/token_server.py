@@ -97,11 +97,10 @@ class TokenServer:
                     await writer.drain()
             end: dict[str, object] = {"delta": {}} if chat else {"text": ""}
             last = {"index": 0, "finish_reason": "length", **end}
-            _event(writer, {"id": "cmpl-1", "choices": [last]})
+            writer.write(_event_bytes({"id": "cmpl-1", "choices": [last]}))
             usage = {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1}
-            _event(writer, {"id": "cmpl-1", "choices": [], "usage": usage})
-            _chunk(writer, b"data: [DONE]\n\n")
-            writer.write(b"0\r\n\r\n")
+            writer.write(_event_bytes({"id": "cmpl-1", "choices": [], "usage": usage}))
+            writer.write(_framed(b"data: [DONE]\n\n") + b"0\r\n\r\n")
             await writer.drain()
         finally:
             self.open -= 1
@@ -126,14 +125,6 @@ def _framed(data: bytes) -> bytes:
 
 def _event_bytes(chunk: Json) -> bytes:
     return _framed(f"data: {json.dumps(chunk)}\n\n".encode())
-
-
-def _event(writer: asyncio.StreamWriter, chunk: Json) -> None:
-    writer.write(_event_bytes(chunk))
-
-
-def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
-    writer.write(_framed(data))
 
 
 # a token's event, made once (a chat's or a text completion's): the server's own cost per
