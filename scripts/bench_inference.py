@@ -59,7 +59,7 @@ from infergate.deploy.api import http_get
 from infergate.deploy.executor import Deployment
 from infergate.deploy.state import DeployOptions
 from infergate.engines.registry import plan_launch
-from infergate.inference.client import run_load
+from infergate.inference.load import run_load
 from infergate.inference.metrics import summarize
 from infergate.inference.plan import CHAT_PATH
 from infergate.inference.workload import Prompt, build_prompts, chat_bodies, dataset_prompts

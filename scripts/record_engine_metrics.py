@@ -15,8 +15,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from infergate.inference.client import get_json, run_load
+from infergate.inference.client import get_json
 from infergate.inference.engine_metrics import Scraper, engine_figures, parse_prometheus_text
+from infergate.inference.load import run_load
 from infergate.inference.plan import CHAT_PATH, chat_body
 from infergate_lab import Lab
 from infergate_lab.engine import ensure_engine, serving_alone

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infergate.plan.model import Inference, plan_key
+from infergate.plan.model import MAX_IN_FLIGHT, Inference, plan_key
 from infergate.problems import Problem
-from infergate.remote.http_session import POOL_SIZE
 
 FLOOR_KEY = plan_key("thresholds.min_open_files")
 # the soft limit the engines set themselves, within the hard one (vllm/utils/system_utils.py)
@@ -30,9 +29,9 @@ def _effective(soft: int, hard: int) -> int:
 
 def most_in_flight(inference: Inference) -> int:
     """The most requests the plan's load can hold open at once: the highest closed-loop
-    concurrency, or POOL_SIZE where the plan has an open-loop level, whose arrivals pile up to
+    concurrency, or MAX_IN_FLIGHT where the plan has an open-loop level, whose arrivals pile up to
     the client's cap once the engine falls behind (docs/checks.md#launch-container)."""
-    open_loop = POOL_SIZE if inference.request_rates else 0
+    open_loop = MAX_IN_FLIGHT if inference.request_rates else 0
     return max(max(inference.concurrency, default=1), open_loop)
 
 
@@ -55,7 +54,7 @@ def check_open_files(container: dict[str, Any], in_flight: int, floor: float) ->
             f"raises its soft limit to at most {got})",
             planned=f"at least {needed} ({FLOOR_KEY} {floor:g}, or {FDS_PER_REQUEST} x "
             f"{in_flight} requests in flight: the highest inference.concurrency, or "
-            f"{POOL_SIZE} where inference.request_rates plans an open-loop level)",
+            f"{MAX_IN_FLIGHT} where inference.request_rates plans an open-loop level)",
             remedy=f"add `--ulimit nofile={value}:{value}` to engine.docker_args, or remove "
             "the --ulimit nofile there that lowers it (dockerd's default-ulimits in "
             "/etc/docker/daemon.json sets it for every container)",

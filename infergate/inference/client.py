@@ -8,13 +8,9 @@ every call has its own deadline (docs/deploy-and-inference.md#timing-per-sse-eve
 from __future__ import annotations
 
 import json
-import random
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from requests import Response
 
@@ -61,7 +57,7 @@ class StreamRecord:
 
 
 @dataclass
-class _Recorder:
+class Recorder:
     start_s: float
     status: int | None = None
     error: str = ""
@@ -94,6 +90,14 @@ class _Recorder:
         usage = chunk.get("usage")
         self.usage = usage if isinstance(usage, dict) else self.usage
 
+    def failed(self, error: BaseException, timeout_s: float) -> None:
+        """No whole stream: the socket's words, the chunks seen, and the deadline only where
+        it ran out (a refused port waited for nothing)."""
+        seen = f" after {len(self.times)} content chunk(s)" if self.status == 200 else ""
+        self.timed_out = http_session.cause(error) == http_session.TIMEOUT
+        timed = f" (timeout {timeout_s:g} s)" if self.timed_out else ""
+        self.error = http_session.describe(error) + seen + timed
+
     def freeze(self) -> StreamRecord:
         return StreamRecord(
             status=self.status,
@@ -121,13 +125,12 @@ def stream_completion(
     """POST BODY to BASE_URL (`http://head:8000/v1`) + PATH (`/chat/completions`), streaming
     with usage; record every event's time. Never raises for what the server or the network
     did: that lands in `status` and `error`."""
-    streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
     session = http_session.session_for(base_url, api_key, ca_bundle)
-    rec = _Recorder(time.perf_counter())
+    rec = Recorder(time.perf_counter())
     try:
         with session.post(
             _url(base_url, path),
-            json.dumps(streamed),
+            streamed(body),
             headers=STREAM_HEADERS,
             timeout=http_session.timeouts(timeout_s),
             stream=True,
@@ -136,36 +139,39 @@ def stream_completion(
             if response.status_code != 200:
                 rec.error = f"HTTP {response.status_code}: {_text(response)[:500]}"
             else:
-                _read_events(response, rec, rec.start_s + timeout_s)
+                record_reads(_reads(response, rec.start_s + timeout_s), rec)
     except http_session.ERRORS as e:
-        seen = f" after {len(rec.times)} content chunk(s)" if rec.status == 200 else ""
-        # the deadline only where it ran out: a refused port waited for nothing
-        timed = rec.timed_out = http_session.cause(e) == http_session.TIMEOUT
-        rec.error = (
-            http_session.describe(e) + seen + (f" (timeout {timeout_s:g} s)" if timed else "")
-        )
+        rec.failed(e, timeout_s)
     return rec.freeze()
 
 
-def _read_events(response: Response, rec: _Recorder, deadline: float) -> None:
-    """Split the body into lines as its bytes arrive; an event is timed by the read that
-    brought the line completing it."""
-    splitter = EventSplitter()
-    pending = b""
+def _reads(response: Response, deadline: float) -> Iterator[tuple[bytes, float]]:
+    """The body's reads as they arrive, each with its time."""
     while data := http_session.read_some(response, deadline):
-        now = time.perf_counter()
+        yield data, time.perf_counter()
+
+
+def record_reads(reads: Iterable[tuple[bytes, float]], rec: Recorder, ended: bool = True) -> None:
+    """Split the body into lines by the reads (bytes, time) that brought them; an event is
+    timed by the read that brought the line completing it. ENDED: the body is whole, so a
+    last line without its newline counts and [DONE] must have come."""
+    splitter = EventSplitter()
+    pending, last = b"", rec.start_s
+    for data, last in reads:
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:
-            _feed(splitter, line + b"\n", rec, now)
+            _feed(splitter, line + b"\n", rec, last)
+    if not ended:
+        return
     if pending:  # a last line without its newline
-        _feed(splitter, pending, rec, time.perf_counter())
+        _feed(splitter, pending, rec, last)
     if event := splitter.flush():
-        rec.on_event(event, time.perf_counter())
+        rec.on_event(event, last)
     if not rec.done and not rec.error:
         rec.error = f"stream ended without `data: [DONE]` after {len(rec.times)} content chunk(s)"
 
 
-def _feed(splitter: EventSplitter, line: bytes, rec: _Recorder, now: float) -> None:
+def _feed(splitter: EventSplitter, line: bytes, rec: Recorder, now: float) -> None:
     text = line.decode("utf-8", errors="replace")
     rec.raw.append(text)
     if event := splitter.feed(text.rstrip("\r\n")):
@@ -240,141 +246,9 @@ def call(
         return Reply(response.status_code, text)
 
 
-# called in the sending thread as each request ends
-OnDone = Callable[[StreamRecord], None]
-
-
-@dataclass(frozen=True)
-class LoadRun:
-    """One level: every request's record, in the order sent, and the wall time."""
-
-    concurrency: int  # the closed loop's; 0 for an open-loop level
-    records: tuple[StreamRecord, ...]
-    duration_s: float  # first request sent to last one finished, as vLLM's benchmark_duration
-    rate: float | None = None  # the open loop's planned requests/s
-    repeated: int = 0  # requests that reused a body
-
-
-class _Feed:
-    """The bodies in order, to threads that ask; with a deadline, cycling through them
-    until it passes; without one, each body once."""
-
-    def __init__(self, bodies: Sequence[Body], deadline: float | None) -> None:
-        self.bodies, self.deadline = bodies, deadline
-        self.sent = 0
-        self.lock = threading.Lock()
-
-    def next(self) -> tuple[int, Body] | None:
-        with self.lock:
-            over = self.sent >= len(self.bodies) if self.deadline is None else self.late()
-            if over or not self.bodies:
-                return None
-            self.sent += 1
-            return self.sent - 1, self.bodies[(self.sent - 1) % len(self.bodies)]
-
-    def late(self) -> bool:
-        return self.deadline is not None and time.perf_counter() >= self.deadline
-
-    @property
-    def repeated(self) -> int:
-        return max(0, self.sent - len(self.bodies))
-
-
-def run_load(
-    base_url: str,
-    path: str,
-    bodies: Sequence[Body],
-    concurrency: int,
-    timeout_s: float,
-    api_key: str | None = None,
-    ca_bundle: str | None = None,
-    *,
-    duration_s: float | None = None,
-    on_done: OnDone | None = None,
-) -> LoadRun:
-    """Keep exactly CONCURRENCY requests in flight, as `vllm bench serve --max-concurrency N`:
-    every body once, or new ones until DURATION_S, those then in flight finishing and
-    counting (docs/deploy-and-inference.md#closed-loop-levels)."""
-    send = _sender(base_url, path, timeout_s, api_key, ca_bundle, on_done)
-    start = time.perf_counter()
-    feed = _Feed(bodies, None if duration_s is None else start + duration_s)
-
-    def worker() -> list[tuple[int, StreamRecord]]:
-        done = []
-        while (item := feed.next()) is not None:
-            done.append((item[0], send(item[1])))
-        return done
-
-    with ThreadPoolExecutor(concurrency, thread_name_prefix="infergate-load") as pool:
-        futures = [pool.submit(worker) for _ in range(concurrency)]
-        found = sorted(pair for f in futures for pair in f.result())
-    records = tuple(record for _, record in found)
-    return LoadRun(concurrency, records, time.perf_counter() - start, repeated=feed.repeated)
-
-
-def arrival_gaps(rate: float, seed: int) -> Iterator[float]:
-    """Seconds before each request: 0 for the first, then exponential gaps of mean 1/rate
-    (a Poisson process), as `vllm bench serve --request-rate R` draws them with burstiness
-    1 (vllm/benchmarks/serve.py get_request: gamma(shape=1, scale=1/R)); endless."""
-    rng = random.Random(seed)
-    yield 0.0
-    while True:
-        yield rng.expovariate(rate)
-
-
-def run_open_loop(
-    base_url: str,
-    path: str,
-    bodies: Sequence[Body],
-    rate: float,
-    timeout_s: float,
-    api_key: str | None = None,
-    ca_bundle: str | None = None,
-    *,
-    seed: int = 0,
-    duration_s: float | None = None,
-    on_done: OnDone | None = None,
-) -> LoadRun:
-    """Send requests at Poisson arrivals of RATE per second, whether or not earlier ones have
-    finished, at most POOL_SIZE in flight; each record keeps its planned arrival
-    (docs/deploy-and-inference.md#open-loop-levels)."""
-    send = _sender(base_url, path, timeout_s, api_key, ca_bundle, on_done)
-    start = time.perf_counter()
-    feed = _Feed(bodies, None if duration_s is None else start + duration_s)
-    futures = []
-    with ThreadPoolExecutor(http_session.POOL_SIZE, thread_name_prefix="infergate-open") as pool:
-        due = start
-        for gap in arrival_gaps(rate, seed):
-            due += gap
-            time.sleep(max(0.0, due - time.perf_counter()))
-            if (item := feed.next()) is None:
-                break
-            futures.append(pool.submit(send, item[1], due))
-        records = tuple(f.result() for f in futures)
-    return LoadRun(0, records, time.perf_counter() - start, rate=rate, repeated=feed.repeated)
-
-
-class _Send(Protocol):
-    def __call__(self, body: Body, arrival_s: float | None = None) -> StreamRecord: ...
-
-
-def _sender(
-    base_url: str,
-    path: str,
-    timeout_s: float,
-    api_key: str | None,
-    ca_bundle: str | None,
-    on_done: OnDone | None,
-) -> _Send:
-    def send(body: Body, arrival_s: float | None = None) -> StreamRecord:
-        record = stream_completion(base_url, path, body, timeout_s, api_key, ca_bundle)
-        if arrival_s is not None:
-            record = replace(record, arrival_s=arrival_s)
-        if on_done is not None:
-            on_done(record)
-        return record
-
-    return send
+def streamed(body: Body) -> bytes:
+    """BODY as a streamed request with usage, as vLLM's benchmark asks for it."""
+    return json.dumps({**body, "stream": True, "stream_options": {"include_usage": True}}).encode()
 
 
 def _url(base_url: str, path: str) -> str:

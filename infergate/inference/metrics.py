@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from infergate.inference.client import LoadRun, StreamRecord
+from infergate.inference.client import StreamRecord
+from infergate.inference.load import LoadRun
 from infergate.plan.model import Slo
 
 NO_SLO = Slo()

@@ -13,7 +13,7 @@ EVERY_S = 5.0  # one line per level this often: a 10-minute level shows it is al
 
 
 class Progress:
-    """Counts a level's finished requests; `on_done` is client.run_load's hook."""
+    """Counts a level's finished requests; `on_done` is load.run_load's hook."""
 
     def __init__(
         self, label: str, total: int | None, say: Callable[[str], None], every_s: float = EVERY_S

@@ -16,14 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from infergate.inference.client import (
-    Body,
-    LoadRun,
-    OnDone,
-    post_json,
-    run_load,
-    run_open_loop,
-)
+from infergate.inference.client import Body, post_json
+from infergate.inference.load import LoadRun, OnDone, run_load, run_open_loop
 from infergate.inference.plan import CHAT_PATH, chat_body
 from infergate.plan.model import Inference
 

@@ -307,6 +307,11 @@ class Ladder:
     min_prefill_tokens_per_s: float = 200.0
 
 
+# an open-loop level's requests in flight at most (inference/load.py); later arrivals wait,
+# and their queue time says so
+MAX_IN_FLIGHT = 1024
+
+
 @dataclass(frozen=True)
 class Inference:
     """What tests_inference sends and the figures it gates on."""

@@ -17,13 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from infergate.inference.client import (
-    StreamRecord,
-    call,
-    get_json,
-    post_json,
-    stream_completion,
-)
+from infergate.inference.client import StreamRecord, call, get_json, post_json, stream_completion
 from infergate.inference.engine_metrics import parse_prometheus_text
 from infergate.inference.ladder import TEXT_PATH, parse_served_context, text_body
 from infergate.inference.plan import CHAT_PATH

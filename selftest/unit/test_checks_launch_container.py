@@ -25,8 +25,7 @@ from infergate.checks.launch_container import (
 )
 from infergate.checks.probe import parse_sections
 from infergate.engines.container import ContainerSpec
-from infergate.plan.model import Inference, parse_inventory
-from infergate.remote.http_session import POOL_SIZE
+from infergate.plan.model import MAX_IN_FLIGHT, Inference, parse_inventory
 from selftest.unit.test_checks_inimage import lookup
 from selftest.unit.test_preflight_report import PLAN
 
@@ -74,24 +73,24 @@ def test_a_soft_limit_the_engine_raises_itself_counts_up_to_the_hard_one():
     assert "(the engine raises its soft limit to at most 20000)" in problem.found
     assert problem.planned == (
         "at least 65536 (thresholds.min_open_files 65536, or 4 x 16 requests in flight: the "
-        "highest inference.concurrency, or 256 where inference.request_rates plans an "
+        "highest inference.concurrency, or 1024 where inference.request_rates plans an "
         "open-loop level)"
     )
 
 
 def test_an_open_loop_plan_needs_files_for_the_clients_whole_pool():
-    """A plan with only request_rates holds up to POOL_SIZE requests in flight (arrivals pile
-    up while the engine falls behind): 4 x 256 files, more than a limit of 1000 gives, where
+    """A plan with only request_rates holds up to MAX_IN_FLIGHT requests in flight (arrivals pile
+    up while the engine falls behind): 4 x 1024 files, more than a limit of 1000 gives, where
     the closed loop at the same floor passes."""
     rates_only = parse_inventory({**PLAN, "inference": {"concurrency": [], "request_rates": [0.5]}})
     assert rates_only.inference.concurrency == ()
-    assert most_in_flight(rates_only.inference) == POOL_SIZE == 256
+    assert most_in_flight(rates_only.inference) == MAX_IN_FLIGHT == 1024
     assert most_in_flight(Inference(concurrency=(1, 4))) == 4
-    assert most_in_flight(Inference(concurrency=(512,), request_rates=(2.0,))) == 512
+    assert most_in_flight(Inference(concurrency=(2048,), request_rates=(2.0,))) == 2048
     fact = container_fact("prlimit", "--nofile=1000:1000")
     assert check_open_files(fact, most_in_flight(Inference(concurrency=(4,))), floor=512) == []
     (problem,) = check_open_files(fact, most_in_flight(rates_only.inference), floor=512)
-    assert problem.planned.startswith("at least 1024 (thresholds.min_open_files 512, or 4 x 256")
+    assert problem.planned.startswith("at least 4096 (thresholds.min_open_files 512, or 4 x 1024")
 
 
 def test_the_labs_launch_container_passes_but_its_bounded_memlock_would_not_serve_hcas():

