@@ -73,8 +73,7 @@ def run_load(
 
     async def closed() -> LoadRun:
         async with _Endpoint(base_url, path, timeout_s, api_key, ca_bundle, on_done) as endpoint:
-            start = time.perf_counter()
-            feed = _Feed(bodies, None if duration_s is None else start + duration_s)
+            feed = _Feed(bodies, duration_s)
             found: list[tuple[int, StreamRecord]] = []
 
             async def stream_after_stream() -> None:
@@ -83,7 +82,7 @@ def run_load(
 
             await asyncio.gather(*(stream_after_stream() for _ in range(concurrency)))
             records = tuple(record for _, record in sorted(found, key=lambda pair: pair[0]))
-            duration = time.perf_counter() - start
+            duration = time.perf_counter() - feed.start
         return LoadRun(concurrency, records, duration, repeated=feed.repeated)
 
     return asyncio.run(closed())
@@ -120,8 +119,7 @@ def run_open_loop(
 
     async def open_loop() -> LoadRun:
         async with _Endpoint(base_url, path, timeout_s, api_key, ca_bundle, on_done) as endpoint:
-            start = time.perf_counter()
-            feed = _Feed(bodies, None if duration_s is None else start + duration_s)
+            feed = _Feed(bodies, duration_s)
             slots = asyncio.Semaphore(max_in_flight)  # FIFO: waiters start in arrival order
 
             async def arrive(body: Body, due: float) -> StreamRecord:
@@ -129,7 +127,7 @@ def run_open_loop(
                     return await endpoint.send(body, due)
 
             sent = []
-            due = start
+            due = feed.start
             for gap in arrival_gaps(rate, seed):
                 due += gap
                 await asyncio.sleep(max(0.0, due - time.perf_counter()))
@@ -137,18 +135,19 @@ def run_open_loop(
                     break
                 sent.append(asyncio.create_task(arrive(item[1], due)))
             records = tuple(await asyncio.gather(*sent))
-            duration = time.perf_counter() - start
+            duration = time.perf_counter() - feed.start
         return LoadRun(0, records, duration, rate=rate, repeated=feed.repeated)
 
     return asyncio.run(open_loop())
 
 
 class _Feed:
-    """The bodies in order; with a deadline, cycling through them until it passes; without
-    one, each body once."""
+    """The bodies in order from `start`; with a duration, cycling through them until it has
+    passed; without one, each body once."""
 
-    def __init__(self, bodies: Sequence[Body], deadline: float | None) -> None:
-        self.bodies, self.deadline = bodies, deadline
+    def __init__(self, bodies: Sequence[Body], duration_s: float | None) -> None:
+        self.bodies, self.start = bodies, time.perf_counter()
+        self.deadline = None if duration_s is None else self.start + duration_s
         self.sent = 0
 
     def next(self) -> tuple[int, Body] | None:

@@ -24,7 +24,7 @@ from requests.adapters import HTTPAdapter
 MAX_CA_BUNDLE_BYTES = 16 * 1024 * 1024  # certifi's bundle is 0.3 MB
 MAX_KEY_CHARS = 8192  # servers refuse a header line past 8 KiB (uvicorn's h11: 16 KiB in all)
 CONNECT_S = 10.0  # a reachable endpoint connects in milliseconds; a dead one should not wait
-POOL_SIZE = 256  # connections kept per endpoint, for calls from many threads at once
+POOL_SIZE = 256  # connections kept per endpoint at most; load levels open their own (load.py)
 # what a call can raise: requests' errors are OSErrors, a stream's raw read raises urllib3's
 ERRORS = (OSError, urllib3.exceptions.HTTPError)
 

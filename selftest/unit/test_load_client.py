@@ -58,8 +58,7 @@ class _Serve(socketserver.StreamRequestHandler):
         with self.server.lock:
             self.server.connections += 1
         while headers := self._head():
-            length = next(int(v) for k, _, v in headers if k.lower() == "content-length")
-            self.rfile.read(length)
+            self.rfile.read(int(headers["content-length"]))
             with self.server.lock:
                 n, self.server.requests = self.server.requests, self.server.requests + 1
             answer = self.server.answer(n)
@@ -71,11 +70,12 @@ class _Serve(socketserver.StreamRequestHandler):
             if close:
                 return
 
-    def _head(self) -> list[tuple[str, str, str]]:
+    def _head(self) -> dict[str, str]:
+        """The request's headers by lowercase name; none once the client has closed."""
         lines = []
         while (line := self.rfile.readline()) not in (b"\r\n", b""):
-            lines.append(line.decode("latin-1").strip().partition(":"))
-        return [(k, p, v.strip()) for k, p, v in lines[1:]]
+            lines.append(line.decode("latin-1").partition(":"))
+        return {k.strip().lower(): v.strip() for k, _, v in lines[1:]}
 
 
 def scripted(answer: Callable[[int], Answer]) -> Iterator[Scripted]:
