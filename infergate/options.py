@@ -197,6 +197,15 @@ SUITE_OPTIONS = (
         default="cached",
     ),
     Option(
+        ("--shard-by",),
+        "with xdist's workers (--tx, -n): each worker is the controller of a shard of the nodes "
+        "and reads only its shard; the cluster tests run once all shards are done, on the "
+        "shards' merged facts. plan: the node list cut into one slice per worker, in order; "
+        "jump: the nodes behind one ssh.jump host together, the hosts dealt round the workers "
+        "in the plan's order (give the --tx of each jump host's worker in that order)",
+        choices=("plan", "jump"),
+    ),
+    Option(
         ("--lock-wait",),
         "how long to wait for another run's cluster lock before refusing (0: at once)",
         metavar="SECONDS",

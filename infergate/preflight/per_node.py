@@ -1,14 +1,15 @@
 """One remote read per node, made once for all nodes together: the first caller reads every
 node at once (sixteen nodes cost about what two do), and every later caller gets the same
 outcomes, failures included. Given a ONCE (under xdist, the first worker reads and the others
-load what it kept), the read is made once per run rather than once per process.
+load what it kept), the read is made once per run rather than once per process; given a SHARD
+(--shard-by), a process reads its shard's nodes and takes the others' as the shards read them.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from infergate.checks import facts as read
 from infergate.plan.model import Node
@@ -24,29 +25,65 @@ def in_this_process(read: Callable[[], T]) -> T:
     return read()
 
 
+class Shard(Protocol):
+    """This worker's part of a fact under sharded workers (fixtures/shards.py): the nodes it
+    reads itself, what the other workers read and the controller passed on, and where its own
+    reads go to be passed on."""
+
+    home: frozenset[str]
+
+    def given(self) -> dict[str, Outcome[Any]]: ...
+
+    def publish(self, outcomes: dict[str, Outcome[Any]]) -> None: ...
+
+
 class PerNode(Generic[T]):
-    """TASK's outcome on every node, read on first use."""
+    """TASK's outcome on every node, read on first use: on every node at once; given a
+    SHARD, a node of its home reads the home's nodes at once, and every() takes what the
+    other shards gave before it reads what is still missing."""
 
     def __init__(
-        self, remotes: dict[str, Remote], task: Callable[[Remote], T], once: Once = in_this_process
+        self,
+        remotes: dict[str, Remote],
+        task: Callable[[Remote], T],
+        once: Once = in_this_process,
+        shard: Shard | None = None,
     ) -> None:
-        self._remotes, self._task, self._once = remotes, task, once
-        self._done: dict[str, Outcome[T]] | None = None
+        self._remotes, self._task, self._once, self._shard = remotes, task, once, shard
+        self._done: dict[str, Outcome[T]] = {}
         self._lock = threading.Lock()
 
     def of(self, node: Node) -> Outcome[T]:
-        return self.every()[node.name]
+        with self._lock:
+            if node.name not in self._done:
+                home = self._shard.home if self._shard else frozenset()
+                self._read(home if node.name in home else frozenset(self._remotes))
+            return self._done[node.name]
 
     def known(self) -> dict[str, Outcome[T]]:
-        """What every() has read so far, reading nothing: empty before the first call."""
+        """What has been read (or given) so far, reading nothing: empty before the first call."""
         with self._lock:
-            return dict(self._done or {})
+            return dict(self._done)
 
     def every(self) -> dict[str, Outcome[T]]:
         with self._lock:
-            if self._done is None:
+            self._read(frozenset(self._remotes))
+            return {name: self._done[name] for name in self._remotes}
+
+    def _read(self, names: frozenset[str]) -> None:
+        """Read NAMES not read yet: once per run without a shard, else here, after what the
+        other shards gave."""
+        if self._shard is None:
+            if not self._done:
                 self._done = self._once(lambda: on_every_node(self._remotes, self._task))
-            return self._done
+            return
+        given = self._shard.given()
+        self._done |= {n: given[n] for n in names if n in given and n not in self._done}
+        left = {n: r for n, r in self._remotes.items() if n in names and n not in self._done}
+        if left:
+            read = on_every_node(left, self._task)
+            self._shard.publish(dict(read))
+            self._done |= read
 
 
 def value(outcome: Outcome[T]) -> T:
