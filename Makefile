@@ -83,8 +83,10 @@ bench: $(BIN)/.installed
 	$(BIN)/python scripts/bench_client.py
 
 # The table, then the benches that compare against something else and take long: our client
-# against `vllm bench serve` (about 17 minutes) and the launch watch's poll against its
-# streams. Kept out of `bench`, so the table fits one short hold of the shared lab.
+# against `vllm bench serve` (about 17 minutes), the launch watch's poll against its streams,
+# and the preflight sharded over 2 and 4 workers against one process, to 244 sshd-only nodes
+# (about 12 minutes). Kept out of `bench`, so the table fits one short hold of the shared lab.
 bench-all: bench
 	$(BIN)/python scripts/bench_inference.py
 	$(BIN)/python scripts/bench_watch.py
+	$(BIN)/python scripts/bench_shards.py

@@ -10,6 +10,7 @@ from infergate.fixtures.facts import every_node, read_fact
 from infergate.fixtures.report import fail_on, fail_on_nodes
 
 
+@pytest.mark.peers
 def test_disk_room_for_image_model_and_caches(probes, node, inventory):
     """Every node has room where the engine writes: the image's layers where the image is not
     loaded yet, the model where it must be copied, and JIT headroom on every file system a

@@ -1,5 +1,7 @@
 """Each node answers over SSH, tells who it is, and runs a Docker engine."""
 
+import pytest
+
 from infergate.checks.facts import identity_of
 from infergate.checks.host import check_docker_engine, check_identity
 from infergate.checks.tools import check_node_tools, needed_missing
@@ -9,6 +11,7 @@ from infergate.preflight.roots import unreachable
 from infergate.remote.ssh import NodeUnreachable
 
 
+@pytest.mark.peers
 def test_ssh_reachable_facts_gathered(node, inventory, probes):
     """I can reach every node over SSH and read its hostname, kernel and OS; no two nodes
     share a hostname."""

@@ -9,6 +9,7 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,10 @@ from selftest.suite import LAB_PLAN, SuiteRun, read_junit, run_folder_in
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 
 LAB_SSH = Path("/var/lib/infergate-lab/ssh")
-NODES = {"node1": "10.251.0.11", "node2": "10.251.0.12"}
+RENDERED = Path("/var/lib/infergate-lab/inventory.yaml")  # the plan of the lab as it is now
+HOST_ONLY = "preflight and not image"
+PORTS = "test_ports.py::test_engine_ports_free_on_every_node"
+DIST_INIT = "test_fabric.py::test_dist_init_port_reachable_from_every_node"
 
 
 def worker_python(folder: Path) -> str:
@@ -38,19 +42,19 @@ def worker_python(folder: Path) -> str:
     return f"PYTHONPATH={bridge} {system}"
 
 
-def remote_workers(folder: Path) -> list[str]:
-    """Two --tx specs: a worker on each lab node, over ssh with the lab's key."""
+def remote_workers(folder: Path, *numbers: int) -> list[str]:
+    """A --tx spec per lab node of NUMBERS: a worker there, over ssh with the lab's key."""
     config = folder / "workers.ssh"
     config.write_text(
         "".join(
-            f"Host worker-{name}\n  HostName {address}\n  User root\n"
+            f"Host worker{k}\n  HostName 10.251.0.{10 + k}\n  User root\n"
             f"  IdentityFile {LAB_SSH / 'id_ed25519'}\n"
             f"  UserKnownHostsFile {LAB_SSH / 'known_hosts'}\n"
-            for name, address in NODES.items()
+            for k in numbers
         )
     )
     python = worker_python(folder)
-    return [f"--tx=ssh=-F {config} worker-{name}//python={python}" for name in NODES]
+    return [f"--tx=ssh=-F {config} worker{k}//python={python}" for k in numbers]
 
 
 def verdicts(run: SuiteRun) -> dict[str, tuple[str, str]]:
@@ -78,9 +82,15 @@ def kept(folder: Path) -> dict[str, object]:
     }
 
 
-def preflight(pytester: pytest.Pytester, name: str, *args: str) -> SuiteRun:
-    """The installed preflight on the lab's plan (by module: xdist hands a remote worker
-    no path outside its rsync roots), its reports in NAME."""
+def preflight(
+    pytester: pytest.Pytester,
+    name: str,
+    *args: str,
+    plan: Path = LAB_PLAN,
+    marks: str = "preflight",
+) -> SuiteRun:
+    """The installed preflight on PLAN (by module: xdist hands a remote worker no path
+    outside its rsync roots), its reports in NAME."""
     junit = pytester.path / f"{name}.xml"
     result = pytester.runpytest_subprocess(
         "-p",
@@ -88,8 +98,8 @@ def preflight(pytester: pytest.Pytester, name: str, *args: str) -> SuiteRun:
         "--pyargs",
         "infergate.tests_preflight",
         "-m",
-        "preflight",
-        f"--plan={LAB_PLAN}",
+        marks,
+        f"--plan={plan}",
         f"--junitxml={junit}",
         f"--report-dir={pytester.path / name}",
         *args,
@@ -97,11 +107,13 @@ def preflight(pytester: pytest.Pytester, name: str, *args: str) -> SuiteRun:
     return SuiteRun(read_junit(junit), result.stdout.str())
 
 
-def both(pytester: pytest.Pytester) -> tuple[SuiteRun, SuiteRun]:
-    """The preflight in one process, then sharded over the two remote workers."""
-    one = preflight(pytester, "one")
-    workers = remote_workers(pytester.path)
-    return one, preflight(pytester, "sharded", "--dist=load", "--shard-by=plan", *workers)
+def both(
+    pytester: pytest.Pytester, workers: tuple[int, ...] = (1, 2), **given: Any
+) -> tuple[SuiteRun, SuiteRun]:
+    """The preflight in one process, then sharded over remote workers on lab nodes WORKERS."""
+    one = preflight(pytester, "one", **given)
+    tx = remote_workers(pytester.path, *workers)
+    return one, preflight(pytester, "sharded", "--dist=load", "--shard-by=plan", *tx, **given)
 
 
 def test_sharded_workers_judge_as_one_process_with_faults_in_each_shard_and_across(
@@ -117,8 +129,7 @@ def test_sharded_workers_judge_as_one_process_with_faults_in_each_shard_and_acro
     assert verdicts(sharded) == verdicts(one), sharded.output[-6000:]
     red = one.red()
     assert "test_model.py::test_model_files_present[node2]" in red, one.output[-4000:]
-    assert {"test_ports.py::test_engine_ports_free_on_every_node"} <= red
-    assert {"test_fabric.py::test_dist_init_port_reachable_from_every_node"} <= red
+    assert {PORTS, DIST_INIT} <= red
     assert kept(pytester.path / "sharded") == kept(pytester.path / "one")
 
 
@@ -127,3 +138,24 @@ def test_sharded_workers_pass_a_healthy_lab_as_one_process(engine_lab, pytester)
     assert not one.red(), one.output[-4000:]
     assert verdicts(sharded) == verdicts(one), sharded.output[-6000:]
     assert kept(pytester.path / "sharded") == kept(pytester.path / "one")
+
+
+def test_sharded_workers_judge_a_16_node_sshd_only_lab_as_one_process(lab, pytester):
+    """Sixteen nodes, a worker on node1 (shard node1-node8) and on node16 (node9-node16):
+    `ss` gone on node3 and on node12, and node1 (the head) dropping the dist-init port that
+    every other node dials, across the shards; without dockerd every engine test is red too."""
+    try:
+        lab.up(16, docker=False)
+        lab.apply_fault("tool-missing", "node3", "ss")
+        lab.apply_fault("tool-missing", "node12", "ss")
+        lab.apply_fault("drop-port", "node1", "29501")
+        one, sharded = both(pytester, (1, 16), plan=RENDERED, marks=HOST_ONLY)
+        assert "@shard-1" in sharded.output, sharded.output[-3000:]
+        assert verdicts(sharded) == verdicts(one), sharded.output[-6000:]
+        tools = "test_host.py::test_node_tools_present"
+        assert {f"{tools}[node3]", f"{tools}[node12]", DIST_INIT} <= one.red(), one.output[-4000:]
+        assert "node16 (10.251.0.26)" in one.message(DIST_INIT)  # dialled from the other shard
+        assert kept(pytester.path / "sharded") == kept(pytester.path / "one")
+    finally:
+        lab.clear_faults()
+        lab.up(2)
