@@ -7,7 +7,7 @@ from dataclasses import replace
 from infergate.fixtures.shards import shard_indices
 from infergate.plan.loader import load_plan
 from infergate.plan.model import Node
-from selftest.suite import LAB_PLAN, PHASE_DIRS, PROJECT_CONFIG
+from selftest.suite import LAB_PLAN, PHASE_DIRS, PROJECT_CONFIG, closed_plan, run_suite
 
 
 def nodes(*jumps: str | None) -> list[Node]:
@@ -47,3 +47,26 @@ def test_shard_by_without_workers_is_a_usage_error_naming_what_to_add(pytester):
 def test_shard_by_with_another_distribution_is_a_usage_error(pytester):
     said = refused(pytester, "--shard-by=jump", "-n", "2", "--dist=each")
     assert "--shard-by jump: shards are xdist groups; drop --dist each" in said
+
+
+def test_sharded_workers_name_unreachable_nodes_as_one_process_does(pytester):
+    """Two local workers, each the controller of one of the closed plan's nodes: every
+    verdict and message is the one process's, the nodes' unreachability included (it
+    travels from the shards to the cluster tests as a pickled outcome)."""
+    plan = closed_plan(pytester.path)
+    one = run_suite(pytester, "-m", "preflight and not image", "--report-dir=one", inventory=plan)
+    sharded = run_suite(
+        pytester,
+        "-m",
+        "preflight and not image",
+        "--report-dir=sharded",
+        "-n",
+        "2",
+        "--shard-by=plan",
+        "-v",
+        inventory=plan,
+    )
+    assert "@shard-1" in sharded.output, sharded.output[-3000:]
+    assert "127.0.0.2" in one.message("test_host.py::test_ssh_reachable_facts_gathered[node2]")
+    seen = {t: (o.status, o.message) for t, o in one.outcomes.items()}
+    assert {t: (o.status, o.message) for t, o in sharded.outcomes.items()} == seen
