@@ -1,13 +1,18 @@
-"""fixtures/shards.py's cut of the plan's nodes into shards, and --shard-by's usage errors."""
+"""fixtures/shards.py: the cut of the plan into shards, --shard-by's usage errors, and sharded
+runs against one process on a plan whose nodes refuse."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from infergate.fixtures.shards import shard_indices
 from infergate.plan.loader import load_plan
 from infergate.plan.model import Node
 from selftest.suite import LAB_PLAN, PHASE_DIRS, PROJECT_CONFIG, closed_plan, run_suite
+
+MTU = "test_fabric.py::test_fabric_mtu_equal_on_every_node"
 
 
 def nodes(*jumps: str | None) -> list[Node]:
@@ -70,3 +75,14 @@ def test_sharded_workers_name_unreachable_nodes_as_one_process_does(pytester):
     assert "127.0.0.2" in one.message("test_host.py::test_ssh_reachable_facts_gathered[node2]")
     seen = {t: (o.status, o.message) for t, o in one.outcomes.items()}
     assert {t: (o.status, o.message) for t, o in sharded.outcomes.items()} == seen
+
+
+@pytest.mark.timeout(120)
+def test_a_sharded_run_of_cluster_tests_alone_waits_for_no_shard(pytester):
+    """With no shard's test selected, the cluster tests start at once: they waited for a
+    shard's completion that never came (a worker's whole SHARDS_WAIT, an hour)."""
+    plan = closed_plan(pytester.path)
+    args = ("-m", "preflight and not image", "-k", "mtu_equal", "-n", "2", "--shard-by=plan")
+    run = run_suite(pytester, *args, inventory=plan)
+    assert [o.status for o in run.outcomes.values()] == ["skipped"], run.output[-3000:]
+    assert "unreachable over SSH" in run.outcomes[MTU].message
